@@ -33,7 +33,8 @@
 //     restarted empty, a failover to a replica that never had it), the gate keeps the
 //     last set it read, sets gate_overrides_hash_missing to 1 and logs a warning at
 //     once, then at most every MissingLogInterval while it lasts; both clear when the
-//     hash is back. A hash that never existed is the normal state of a fleet without
+//     hash is back, even one the gate refuses (an invalid entry, too large, changing:
+//     a refresh error of that cause). A hash that never existed is the normal state of a fleet without
 //     live overrides: debug level only.
 //   - An empty live set is representable: the hash's marker field (MarkerField), kept by
 //     Set and Delete, makes a hash with no team in it exist, which clears the live set.
@@ -358,9 +359,11 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		return err
 	case errors.Is(err, ErrTooLarge):
 		r.errs.WithLabelValues(CauseTooLarge).Inc()
+		r.back(-1, err)
 		return err
 	case errors.Is(err, ErrChanging):
 		r.errs.WithLabelValues(CauseChanging).Inc()
+		r.back(-1, err)
 		return err
 	case errors.Is(err, ErrNotHash):
 		r.errs.WithLabelValues(CauseInvalid).Inc()
@@ -372,7 +375,9 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 	live, err := Parse(h)
 	if err != nil {
 		r.errs.WithLabelValues(CauseInvalid).Inc()
-		return fmt.Errorf("reading %s: %w", r.cfg.Key, err)
+		err = fmt.Errorf("reading %s: %w", r.cfg.Key, err)
+		r.back(-1, err)
+		return err
 	}
 	// A set equal to the one in force is not applied again: at a million teams, that
 	// saves each gate two copies of it a minute, and the limiter's cached thresholds.
@@ -391,14 +396,31 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 	r.liveTeams.Set(float64(len(live)))
 	r.lastOK = time.Now()
 	r.lastSuccess.Set(float64(r.lastOK.Unix()))
-	r.hashMissing.Set(0)
-	if !r.missingSince.IsZero() {
-		r.log.Info("live overrides hash is back", "key", r.cfg.Key, "live", len(live),
-			"missing_for", time.Since(r.missingSince).Round(time.Second).String())
-		r.missingSince = time.Time{}
-		r.missingLog.Reset() // the next loss is reported at once
-	}
+	r.back(len(live), nil)
 	return nil
+}
+
+// back records a read that found the hash: applied (live teams, err nil), or refused
+// whole (err: an invalid entry, too large, changing), the last set read staying in force.
+// Either way it is not missing: a lost hash written back with a bad entry is no longer
+// reported lost (gate_overrides_hash_missing, GateOverridesHashMissing), its refusal being
+// counted and warned of as any other's.
+func (r *Refresher) back(live int, err error) {
+	r.hashMissing.Set(0)
+	if r.missingSince.IsZero() {
+		return
+	}
+	attrs := []any{"key", r.cfg.Key, "missing_for", time.Since(r.missingSince).Round(time.Second).String()}
+	msg := "live overrides hash is back"
+	if err != nil {
+		msg += ", but cannot be used; keeping the last set read"
+		attrs = append(attrs, "err", err)
+	} else {
+		attrs = append(attrs, "live", live)
+	}
+	r.log.Info(msg, attrs...)
+	r.missingSince = time.Time{}
+	r.missingLog.Reset() // the next loss is reported at once
 }
 
 // apply lays live over the base set and swaps the result into the limiters.
