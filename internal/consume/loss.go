@@ -111,7 +111,8 @@ const (
 )
 
 // lossLookupTimeout bounds the broker requests made on an out-of-range fetch. In
-// at-least-once mode rebalances wait for them, as for a poll's routing.
+// at-least-once mode rebalances wait for them, as for a poll's routing; a shutdown
+// does not (outOfRange).
 const lossLookupTimeout = 10 * time.Second
 
 // gap is records of an input partition the gate will not read.
@@ -172,9 +173,16 @@ func (c *Consumer) outOfRange(id int32) {
 	if p == nil || p.stopped.Load() {
 		return // revoked since, or stopped: fetched before it was paused
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lossLookupTimeout)
+	// Under Run's context (at least once; exactly once it never ends): a lookup the
+	// broker holds must not hold the shutdown past its bound (the package doc) for
+	// lossLookupTimeout, and one cut short by it is made again by the partition's next
+	// owner, which meets the gap as this gate did.
+	ctx, cancel := context.WithTimeout(c.runCtx, lossLookupTimeout)
 	defer cancel()
 	warn := func(what string, err error) {
+		if c.runCtx.Err() != nil {
+			return // shutting down: no next poll here, and no broker's fault
+		}
 		c.log.Warn("fetch out of range; "+what+" failed, tried again at the next poll",
 			"topic", c.cfg.InputTopic, "partition", id, "err", err)
 	}
