@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -254,6 +255,46 @@ func TestReplayClockEventReadsTheFileAsTheGate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GATE_CLOCK=event") || !strings.Contains(err.Error(), ".track") {
 		t.Errorf("gate replay -rules %s under GATE_CLOCK=event: %v; want the file refused as the gate refuses it, naming track and GATE_CLOCK=event", tracked, err)
 	}
+}
+
+// saysItWaitsForSilentBrokers runs gate with args (more variables in env) against a broker
+// that takes connections and never answers, and waits up to a minute for its line that it
+// waits for the brokers, naming them; stop ends the run and returns its error (failing t
+// past a minute). gate replay, redrive and outcomes say so after brokerWait: each was silent
+// for as long as the client's retries took (some 40 s) before (reviews).
+func saysItWaitsForSilentBrokers(t *testing.T, env map[string]string, args ...string) (stop func() error, stderr *syncBuffer) {
+	t.Helper()
+	ln := silentListener(t)
+	e := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String()}
+	maps.Copy(e, env)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	stderr = &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, testHost(e), io.Discard, stderr) }()
+	cmd := strings.Join(args, " ")
+	want := "gate " + args[0] + ": no answer yet from the brokers (" + ln.Addr().String() + "); waiting, Ctrl-C stops"
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), want); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("gate %s ended before saying it waits: %v\n%s", cmd, err, stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate %s said nothing of the silent brokers in a minute:\n%s", cmd, stderr)
+		}
+	}
+	return func() error {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatalf("gate %s did not stop within a minute of its context ending", cmd)
+			return nil
+		}
+	}, stderr
 }
 
 // silentListener is a loopback listener that takes every connection and never reads nor

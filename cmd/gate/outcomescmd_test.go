@@ -790,31 +790,8 @@ func TestOutcomesSaysOneAsOne(t *testing.T) {
 // brokerWait that it waits: gate outcomes says so too, naming the brokers.
 func TestOutcomesSaysItWaitsForSilentBrokers(t *testing.T) {
 	t.Parallel()
-	ln := silentListener(t)
-	env := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String(), "GATE_OUTCOMES_TOPIC": "outcomes"}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stdout bytes.Buffer
-	var stderr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"outcomes", "42"}, testHost(env), &stdout, &stderr) }()
-	want := "gate outcomes: no answer yet from the brokers (" + ln.Addr().String() + "); waiting, Ctrl-C stops"
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), want); time.Sleep(50 * time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("gate outcomes ended before saying it waits: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gate outcomes said nothing of the silent brokers in a minute:\n%s", stderr.String())
-		}
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("gate outcomes did not stop within a minute of its context ending")
-	}
+	stop, _ := saysItWaitsForSilentBrokers(t, map[string]string{"GATE_OUTCOMES_TOPIC": "outcomes"}, "outcomes", "42")
+	stop()
 }
 
 // The history's first line counts the gates that wrote a team's rows at once, and says

@@ -453,31 +453,8 @@ func TestRedriveSaysItWaitsForSilentBrokers(t *testing.T) {
 	for _, args := range [][]string{{"redrive", "-dry-run"}, {"redrive", "-offsets", "0:0-5"}} {
 		t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
 			t.Parallel()
-			ln := silentListener(t)
-			env := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String()}
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var stdout bytes.Buffer
-			var stderr syncBuffer
-			done := make(chan error, 1)
-			go func() { done <- run(ctx, args, testHost(env), &stdout, &stderr) }()
-			want := "gate redrive: no answer yet from the brokers (" + ln.Addr().String() + "); waiting, Ctrl-C stops"
-			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), want); time.Sleep(50 * time.Millisecond) {
-				select {
-				case err := <-done:
-					t.Fatalf("gate %s ended before saying it waits: %v\n%s", strings.Join(args, " "), err, stderr.String())
-				default:
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("gate %s said nothing of the silent brokers in 30 s:\n%s", strings.Join(args, " "), stderr.String())
-				}
-			}
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(time.Minute):
-				t.Fatal("gate redrive did not stop within a minute of its context ending")
-			}
+			stop, _ := saysItWaitsForSilentBrokers(t, nil, args...)
+			stop()
 		})
 	}
 }

@@ -302,27 +302,8 @@ func TestReplayRulesReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 // brokers, naming them, and once stopped that they never answered.
 func TestReplaySaysItWaitsForSilentBrokers(t *testing.T) {
 	t.Parallel()
-	ln := silentListener(t)
-	env := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String()}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stdout bytes.Buffer
-	var stderr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"replay", "-from", "1h"}, testHost(env), &stdout, &stderr) }()
-	want := "gate replay: no answer yet from the brokers (" + ln.Addr().String() + "); waiting, Ctrl-C stops"
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), want); time.Sleep(50 * time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("gate replay ended before saying it waits: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gate replay said nothing of the silent brokers in a minute:\n%s", stderr.String())
-		}
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, errReplayStopped) {
+	stop, stderr := saysItWaitsForSilentBrokers(t, nil, "replay", "-from", "1h")
+	if err := stop(); !errors.Is(err, errReplayStopped) {
 		t.Errorf("gate replay stopped: %v, want it stopped", err)
 	}
 	if !strings.Contains(stderr.String(), "gate replay: stopped before the brokers answered: nothing was read") {
