@@ -103,10 +103,7 @@ func fidelity(res map[string]float64, chart string) string {
 	for _, r := range fidelityRows {
 		met := "—"
 		if v, ok := res[r.key]; ok {
-			met = "no"
-			if r.goal.met(v) {
-				met = "yes"
-			}
+			met = r.goal.verdict(v)
 		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.key, r.goal.text, cell(r.key), met,
 			cell(r.key+"_reference"), cell(r.key+"_local"), cell(r.key+"_lua"), r.note)

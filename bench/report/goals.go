@@ -60,6 +60,22 @@ func (g goal) undecided(v float64) bool {
 	return false
 }
 
+// notShown is a table's "met" for a figure that meets its goal by less than the rounding
+// of what go test printed (goal.undecided): make bench fails on it, so no table shows it
+// met.
+const notShown = "not shown"
+
+// verdict is a table's "met" for v against g: yes, no or notShown.
+func (g goal) verdict(v float64) string {
+	switch {
+	case !g.met(v):
+		return "no"
+	case g.undecided(v):
+		return notShown
+	}
+	return "yes"
+}
+
 // printedError bounds how far a figure near v can be from what go test printed of it, or
 // from a ratio of two such: half a unit of the last digit printed (testing's prettyPrint:
 // no decimals from 999.95, seven below 0.001), or 0.1% of v, a ratio's two roundings,

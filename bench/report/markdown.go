@@ -116,10 +116,7 @@ func table(rs []row, res map[string]float64, extraOK func(string) bool, run Run)
 		if r.goal != nil {
 			goalText = r.goal.text
 			if ok {
-				met = "no"
-				if r.goal.met(v) {
-					met = "yes"
-				}
+				met = r.goal.verdict(v)
 			}
 		}
 		note := r.note

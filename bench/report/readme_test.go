@@ -121,3 +121,33 @@ func TestReadmeLabelsFromTheRun(t *testing.T) {
 		}
 	}
 }
+
+// TestTablesDoNotShowUndecidedMet: a figure within go test's rounding of its limit is not
+// shown met (goal.undecided; make bench fails on it as "goal not shown met"), in the
+// README's table and verdict nor in RESULTS.md's tables: they said "yes" and "meets every
+// one of the goals" for it.
+func TestTablesDoNotShowUndecidedMet(t *testing.T) {
+	res := map[string]float64{"bytes_per_entity": 149.99, "fleet_admitted_over_threshold": 1.0299}
+	tab := ReadmeTable(res, "AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC")
+	if strings.Contains(tab, "| heap per cached team (bytes) | 149.99 | ≤ 150 | yes |") {
+		t.Errorf("README table shows 149.99 met against ≤ 150, within the rounding:\n%s", tab)
+	}
+	if !strings.Contains(tab, "| heap per cached team (bytes) | 149.99 | ≤ 150 | "+notShown+" |") {
+		t.Errorf("README table lacks the row not shown met:\n%s", tab)
+	}
+	if strings.Contains(tab, "meets every one") {
+		t.Errorf("README verdict counts figures within the rounding as met:\n%s", tab)
+	}
+	if want := "The run meets 0 of the 2 goals it measured; 2 are met by less than the rounding of the figures go test printed, not shown met: `bytes_per_entity`, `fleet_admitted_over_threshold`."; !strings.Contains(tab, want) {
+		t.Errorf("README verdict: want %q in\n%s", want, tab)
+	}
+	md := Markdown(res, Machine{CPU: "x", CPUs: 2}, Run{})
+	for _, want := range []string{
+		"| `bytes_per_entity` | 149.99 | ≤ 150 | " + notShown + " |",
+		"| `fleet_admitted_over_threshold` | within [0.97, 1.03] | 1.0299 | " + notShown + " |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("RESULTS.md lacks %q", want)
+		}
+	}
+}
