@@ -366,3 +366,36 @@ func TestGoalAtItsLimitAfterRoundingIsNotShownMet(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianAndFarthestKeepNotANumber: a run that printed NaN or +Inf for a figure whose
+// key is a median over the runs (route_*, hotpath_vs_map_ratio) or the run farthest from 1
+// (the worst windows) makes the figure not a number, which fails make bench, as a mean's
+// does: the median and the farthest skipped it, and the other runs' figure met the goal.
+func TestMedianAndFarthestKeepNotANumber(t *testing.T) {
+	for _, c := range []struct{ key, raw string }{
+		{"route_one_rule_vs_no_file_ratio",
+			"BenchmarkRouteTurns \t 1\t 1 ns/op\t NaN 1rule/nofile\n" +
+				"BenchmarkRouteTurns \t 1\t 1 ns/op\t 1.000 1rule/nofile\n" +
+				"BenchmarkRouteTurns \t 1\t 1 ns/op\t 1.010 1rule/nofile\n"},
+		{"route_one_rule_vs_no_file_ratio",
+			"BenchmarkRouteTurns \t 1\t 1 ns/op\t 1.000 1rule/nofile\n" +
+				"BenchmarkRouteTurns \t 1\t 1 ns/op\t 1.010 1rule/nofile\n" +
+				"BenchmarkRouteTurns \t 1\t 1 ns/op\t +Inf 1rule/nofile\n"},
+		{"fleet_process_worst_window",
+			"BenchmarkFleetProcessWindow-2 \t 1\t 1 ns/op\t 1.001 worst_window\n" +
+				"BenchmarkFleetProcessWindow-2 \t 1\t 1 ns/op\t NaN worst_window\n"},
+	} {
+		p, err := Parse(strings.NewReader(c.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Measure(p)
+		if v, ok := f.Values[c.key]; ok {
+			t.Errorf("%s = %v from runs one of which printed no number:\n%s", c.key, v, c.raw)
+		}
+		want := "not a number: " + c.key
+		if !slices.ContainsFunc(Problems(p, f), func(l string) bool { return strings.HasPrefix(l, want) }) {
+			t.Errorf("no %q among the problems: %q", want, Problems(p, f))
+		}
+	}
+}

@@ -28,6 +28,19 @@ func (s Samples) Mean(name, unit string) (float64, bool) {
 	return sum / float64(len(vs)), true
 }
 
+// notFinite is the first of vs that is NaN or infinite, if any. Median and Farthest return
+// it: a run that printed no number makes the figure none, as it does a mean (Measure
+// leaves it out of the figures and make bench fails on it), where sorting or comparing
+// distances skipped it and the other runs' figure stood.
+func notFinite(vs []float64) (float64, bool) {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
 // Farthest is the value for name and unit farthest from v (the first of two as far): a
 // "worst window" over several runs is the worst run's, which a mean of the runs let a run
 // on the other side of v hide. ok is false when there are none.
@@ -35,6 +48,9 @@ func (s Samples) Farthest(name, unit string, v float64) (float64, bool) {
 	vs := s[name][unit]
 	if len(vs) == 0 {
 		return 0, false
+	}
+	if x, ok := notFinite(vs); ok {
+		return x, true
 	}
 	far := vs[0]
 	for _, x := range vs[1:] {
@@ -68,6 +84,9 @@ func (s Samples) Median(name, unit string) (float64, bool) {
 	vs := slices.Clone(s[name][unit])
 	if len(vs) == 0 {
 		return 0, false
+	}
+	if x, ok := notFinite(vs); ok {
+		return x, true
 	}
 	slices.Sort(vs)
 	m := len(vs) / 2
