@@ -95,9 +95,10 @@ func TestComposeTopics(t *testing.T) {
 	}
 }
 
-// The compose alerts (deploy/helm TestComposeAlertRules renders them with job="gate")
-// select a job prometheus.yml scrapes, and the labels they group and name gates by (pod,
-// namespace) are ones its relabelling sets: a renamed job would leave every alert silent.
+// The compose alerts (deploy/helm TestComposeAlertRules renders them with
+// namespace="compose", job="gate") select a job prometheus.yml scrapes and the namespace
+// its relabelling sets, and the labels they group and name gates by (pod, namespace) are
+// ones its relabelling sets: a renamed job or namespace would leave every alert silent.
 func TestComposeAlertsSelectTheScrapedGates(t *testing.T) {
 	t.Parallel()
 	prom, err := os.ReadFile(filepath.Join(root, "deploy/compose/prometheus.yml"))
@@ -119,6 +120,11 @@ func TestComposeAlertsSelectTheScrapedGates(t *testing.T) {
 	for _, m := range selected {
 		if !jobs[m[1]] {
 			t.Fatalf("alerts.yml selects job=%q; prometheus.yml scrapes %v", m[1], slices.Sorted(maps.Keys(jobs)))
+		}
+	}
+	for _, m := range regexp.MustCompile(`namespace=\\?"([^"\\]+)\\?"`).FindAllStringSubmatch(string(alerts), -1) {
+		if !regexp.MustCompile(`(?m)^\s*- target_label:\s*namespace\s*\n\s*replacement:\s*"?` + regexp.QuoteMeta(m[1]) + `"?\s*$`).Match(prom) {
+			t.Fatalf("alerts.yml selects namespace=%q, which prometheus.yml's relabelling does not set", m[1])
 		}
 	}
 	for _, label := range []string{"pod", "namespace"} {
