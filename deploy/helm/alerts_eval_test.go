@@ -974,6 +974,29 @@ func TestOverridesNeverReadAlert(t *testing.T) {
 	}
 }
 
+// TestOverridesNeverReadAlertValueIsFailures: GateOverridesNeverRead's description says
+// "{{ $value }} of its refreshes failed in the last 600s"; an alert's value is that of the
+// series its expression returns, the left side's under and. Before, the left side was the
+// refresh timestamp, 0 whenever the alert fires: "0 of its refreshes failed", for a gate
+// whose every read had failed.
+func TestOverridesNeverReadAlertValueIsFailures(t *testing.T) {
+	rule := evalPod + `, rule="team-user"`
+	load := "gate_overrides_last_refresh_timestamp_seconds{" + rule + "} 0x40\n" +
+		"gate_overrides_refresh_errors_total{" + rule + `, cause="invalid"} 0+1x40` + "\n"
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}"))
+	v := queryAt(t, alertExpr(t, vals, "GateOverridesNeverRead"), load, 40)[0]
+	if len(v) != 1 {
+		t.Fatalf("GateOverridesNeverRead at minute 40: %d series, want 1", len(v))
+	}
+	// one failure a minute over the 600 s the description names
+	if got := v[0].F; got < 9.5 || got > 10.5 {
+		t.Errorf("GateOverridesNeverRead's value at minute 40 is %v, want the 10 refreshes failed in 600s", got)
+	}
+	if got := v[0].Metric.Get("rule"); got != "team-user" {
+		t.Errorf("GateOverridesNeverRead's series %v lacks rule team-user", v[0].Metric)
+	}
+}
+
 // TestRuleTopicMissingAlert: records of a rule whose own topic is gone go to overflow,
 // counted in gate_rule_topic_records_total{reason="topic_missing"}; GateRuleTopicMissing
 // fires per rule while they do, summed over the gates, and not for the rule's records
