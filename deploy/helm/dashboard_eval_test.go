@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,6 +105,28 @@ func TestOverridesAgePanelPerRule(t *testing.T) {
 	}
 	if want := float64(21 * 60); oldest != want {
 		t.Errorf("Since the last good read shows at most %.0fs, want %.0fs: rule users last read at minute 4", oldest, want)
+	}
+}
+
+// TestOverridesInForcePanelPerRule: with rules each rule has its own overrides (its
+// thresholds with its live hash over it), gate_overrides_loaded and gate_overrides_live
+// one series a rule. Before, "Overrides in force and live teams, by gate" took the max
+// over the rules: a rule whose live hash was emptied (3 overrides left) showed as the
+// other's 50, unchanged.
+func TestOverridesInForcePanelPerRule(t *testing.T) {
+	load := "gate_overrides_loaded{" + dashPod + `, rule="teams"} 50x30` + "\n" +
+		"gate_overrides_loaded{" + dashPod + `, rule="users"} 3x30` + "\n" +
+		"gate_overrides_live{" + dashPod + `, rule="teams"} 40x30` + "\n" +
+		"gate_overrides_live{" + dashPod + `, rule="users"} 0x30`
+	for i, want := range [][]float64{{3, 50}, {0, 40}} {
+		var got []float64
+		for _, s := range queryAt(t, panelQueries(t, "Overrides in force and live teams, by gate")[i], load, 25)[0] {
+			got = append(got, s.F)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("Overrides in force and live teams, query %d, shows %v, want %v: one series a rule", i, got, want)
+		}
 	}
 }
 
