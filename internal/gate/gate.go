@@ -71,6 +71,7 @@ type Gate struct {
 	topics    *route.TopicWatch // the rules' own topics, shared by the routers and the consumer
 	redirects *tick.Redirects   // on Redis Cluster, the client's redirects, shared by the rule sets' ticks
 	fleet     *tick.Fleet       // the gate's count of its fleet, shared by the rule sets' ticks
+	evictions *tick.Evictions   // the gate's watch of Redis's evictions, shared by the rule sets' ticks
 	unwritten *tick.Unwritten   // what retired rule sets' ticks hold unwritten, added to the others' reads
 	dropped   *tick.Dropped     // gate_limiter_dropped_counts_total, shared by the rule sets' ticks
 
@@ -179,6 +180,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		g.cfg, g.instances, g.writer = cfg, instances, o.Writer
 		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
 		g.fleet = tick.NewFleet()
+		g.evictions = tick.NewEvictions()
 		g.unwritten = tick.NewUnwritten()
 		// On the gate's registry, not a generation's: a retired rule set's tick drops
 		// counts after the gate stopped showing its metrics (tick.Dropped).

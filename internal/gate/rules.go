@@ -108,6 +108,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	scfg.Writer = g.writer
 	scfg.Redirects = g.redirects
 	scfg.Fleet = g.fleet
+	scfg.Evictions = g.evictions
 	scfg.Unwritten = g.unwritten
 	scfg.Dropped = g.dropped
 	var descs []ruleDesc

@@ -85,6 +85,11 @@ type Config struct {
 	// another counted it in nor starts its limiters at a fleet of one. Nil: the tick's
 	// own.
 	Fleet *Fleet
+	// Evictions, when set, is the gate's watch of Redis's evictions (NewEvictions),
+	// shared by its successive rule sets' ticks: a new one looks at the minute the
+	// gate's last look is due, and counts what Redis evicted since. Nil: the tick's own,
+	// whose first look a minute after it starts only notes each node's count.
+	Evictions *Evictions
 	// Unwritten, when set, is what the gate's retired ticks hold that Redis does not
 	// (NewUnwritten, Retire), shared by its successive rule sets' ticks: each adds it to
 	// its reads. Nil: nothing is shared.

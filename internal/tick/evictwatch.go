@@ -27,16 +27,31 @@ import (
 // while they go on: a Redis at its maxmemory evicts every minute.
 const evictionWarnInterval = 10 * time.Minute
 
-// evictionWatch is Run's watch of Redis's evictions (watchEviction).
+// evictionWatch is Run's watch of Redis's evictions (watchEviction): the tick's own, or
+// the gate's (Config.Evictions).
 type evictionWatch struct {
-	last time.Time // the last look, on the clock check's wall clock
-
-	mu      sync.Mutex // a cluster's primaries are looked at together (ForEachMaster)
+	// mu guards every field: a cluster's primaries are looked at together
+	// (ForEachMaster), and two rule sets' ticks share a gate's watch for a tick after a
+	// reload.
+	mu      sync.Mutex
+	last    time.Time // the last look, on the clock check's wall clock
 	nodes   map[evictionNode]*evictionSeen
 	looked  []bool            // by instance: looked at before (a node first seen since is new)
 	refused []bool            // by instance: a refused INFO was said
 	warn    []*throttle.Every // by instance: the evictions' warnings
 }
+
+// Evictions is a gate's watch of Redis's evictions, shared by its successive rule sets'
+// ticks (Config.Evictions): what each node had evicted at the last look, when that was,
+// and the warnings' pace. A rules reload's new tick with a watch of its own looked first
+// a minute after it started, and that look only noted each node's count: the keys Redis
+// evicted in the minute or two about each reload were never counted nor warned of, nor
+// a policy changed to an evicting one then, and a file edited every minute or so had
+// nothing watched.
+type Evictions struct{ w evictionWatch }
+
+// NewEvictions returns a watch of evictions to share between a gate's ticks.
+func NewEvictions() *Evictions { return &Evictions{} }
 
 // evictionNode is one Redis server the watch looks at: an instance, or one primary of a
 // cluster (its address).
@@ -54,34 +69,26 @@ type evictionSeen struct {
 }
 
 // watchEviction looks at every instance once per clockCheckInterval, from a minute after
-// the tick starts, the instances together: one that hangs costs the others nothing. A refused INFO (an ACL without
+// the tick starts (with Config.Evictions, the gate's first tick; a retired tick leaves it
+// to the new rules' tick), the instances together: one that hangs costs the others nothing. A refused INFO (an ACL without
 // +info) is said once per instance, at info level, as the start-up check does; an
 // unanswered one is the tick's to report.
 func (t *Ticker) watchEviction(ctx context.Context) {
-	w := &t.evictionWatch
+	if t.retired.Load() {
+		// A reload replaced the rules: the new rules' tick looks, its metrics the ones
+		// shown (a retired tick's count would be lost with its registry).
+		return
+	}
+	w := t.evictionWatch
 	if t.clockCheck.wall == nil {
 		t.clockCheck.wall = clock.Real{}
 	}
 	now := t.clockCheck.wall.Now()
-	if w.last.IsZero() {
-		// The first look a minute after the tick starts: the start-up check (a new
-		// process) looked then, and a cluster's look reloads the client's slot map, which
-		// a rules reload's new tick need not do at once.
-		w.last = now
+	w.mu.Lock()
+	due := w.due(now, len(t.instances), t.clockCheck.wall)
+	w.mu.Unlock()
+	if !due {
 		return
-	}
-	if now.Sub(w.last) < clockCheckInterval {
-		return
-	}
-	w.last = now
-	if w.nodes == nil {
-		w.nodes = make(map[evictionNode]*evictionSeen)
-		w.looked = make([]bool, len(t.instances))
-		w.refused = make([]bool, len(t.instances))
-		w.warn = make([]*throttle.Every, len(t.instances))
-		for i := range w.warn {
-			w.warn[i] = throttle.NewEvery(evictionWarnInterval, t.clockCheck.wall)
-		}
 	}
 	var wg sync.WaitGroup
 	for i, c := range t.instances {
@@ -107,6 +114,31 @@ func (t *Ticker) watchEviction(ctx context.Context) {
 	wg.Wait()
 }
 
+// due reports whether a look is due at now, and notes it as made: not at the watch's
+// first call, which starts its minute (the start-up check, a new process, looked then;
+// a cluster's look reloads the client's slot map), and then once per
+// clockCheckInterval. w.mu held.
+func (w *evictionWatch) due(now time.Time, instances int, wall clock.Clock) bool {
+	if w.last.IsZero() {
+		w.last = now
+		return false
+	}
+	if now.Sub(w.last) < clockCheckInterval {
+		return false
+	}
+	w.last = now
+	if w.nodes == nil {
+		w.nodes = make(map[evictionNode]*evictionSeen)
+		w.looked = make([]bool, instances)
+		w.refused = make([]bool, instances)
+		w.warn = make([]*throttle.Every, instances)
+		for i := range w.warn {
+			w.warn[i] = throttle.NewEvery(evictionWarnInterval, wall)
+		}
+	}
+	return true
+}
+
 // lookForEviction reads one node's INFO server, stats and memory, counts the keys it
 // evicted since the last look and warns as watchEviction says. A node whose run_id
 // changed is another process: one started since the last look (a restart, its
@@ -119,7 +151,7 @@ func (t *Ticker) lookForEviction(ctx context.Context, i int, c redis.UniversalCl
 	pipe := c.Pipeline()
 	srv, stats, mem := pipe.Info(cctx, "server"), pipe.Info(cctx, "stats"), pipe.Info(cctx, "memory")
 	_, err := pipe.Exec(cctx)
-	w := &t.evictionWatch
+	w := t.evictionWatch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {

@@ -63,7 +63,7 @@ type Ticker struct {
 	clockCheck                    // Run's, once a minute
 	agree         agreeCheck      // the fleet's agreement on limits, checked with the live key (agree.go)
 	fleetWarn     *throttle.Every // the fleet count's refusals, said at most every fleetWarnEvery
-	evictionWatch                 // Run's, once a minute, after the clock check (evictwatch.go)
+	evictionWatch *evictionWatch  // Run's, once a minute, after the clock check (evictwatch.go): Config.Evictions's, or its own
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)
@@ -234,6 +234,9 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	t.lostLog = throttle.NewEvery(errorLogInterval, nil)
 	if t.fleet = cfg.Fleet; t.fleet == nil {
 		t.fleet = NewFleet()
+	}
+	if t.evictionWatch = new(evictionWatch); cfg.Evictions != nil {
+		t.evictionWatch = &cfg.Evictions.w
 	}
 	// A gate's later rule set starts at the fleet its earlier one found, not at one.
 	t.applyFleet(t.fleet.Size())
