@@ -535,12 +535,18 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 // many parts, each way (up to 4) of joining them into as many values as k has fields.
 // A key longer than maxKey bytes (GATE_MAX_KEY_BYTES; no bound if maxKey <= 0) is refused
 // too: a record with that key is dead-lettered (key_too_long), never counted under it.
+// So is a key of a json: source that is not UTF-8: such bytes read as U+FFFD.
 func (k KeyFrom) CheckKey(key string, maxKey int) error {
 	if key == "" {
 		return errors.New("an empty key")
 	}
 	if maxKey > 0 && len(key) > maxKey {
 		return fmt.Errorf("a key of %d bytes is longer than the %d bytes of GATE_MAX_KEY_BYTES: records with it are dead-lettered (key_too_long), never counted under it", len(key), maxKey)
+	}
+	// A JSON value's bytes that are not UTF-8 are read as U+FFFD (fieldValue): such a key
+	// is built from no record. A header's or the record key's bytes are kept.
+	if k.src == sourceJSON && !utf8.ValidString(key) {
+		return fmt.Errorf("%q is not UTF-8, and a key read from JSON never is: each byte that is not UTF-8 in a record's value reads as U+FFFD, as Go's encoding/json reads it (%q)", key, replaceInvalidUTF8(key))
 	}
 	if !k.Composite() {
 		return nil

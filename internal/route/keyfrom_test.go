@@ -557,6 +557,28 @@ func TestInvalidUTF8TeamReadAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// A key that is not UTF-8 is one no json: source builds (its bytes read as U+FFFD), and is
+// refused where an operator writes one (a force entry, gate overrides set), as a key of
+// another form is; a header's or the record key's is kept as sent, and taken.
+func TestCheckKeyNotUTF8(t *testing.T) {
+	t.Parallel()
+	for _, from := range []string{"json:team_id", "json:token+distinct_id"} {
+		k := mustKeyFrom(t, from)
+		key := "caf\xe9"
+		if k.Composite() {
+			key = "phc_x:caf\xe9"
+		}
+		if err := k.CheckKey(key, 0); err == nil || !strings.Contains(err.Error(), "is not UTF-8") {
+			t.Errorf("%s: CheckKey(%q) = %v, want it refused as not UTF-8", from, key, err)
+		}
+	}
+	for _, from := range []string{"header:team", "key"} {
+		if err := mustKeyFrom(t, from).CheckKey("caf\xe9", 0); err != nil {
+			t.Errorf("%s: CheckKey = %v, want nil", from, err)
+		}
+	}
+}
+
 // A key written for a composite rule (a force entry, GATE_FORCE_OVERFLOW, gate overrides
 // set) but not escaped is refused with the key escaped, where that can be told: every way
 // of joining too many parts into the rule's values, and a lone '%' written %25; with an
