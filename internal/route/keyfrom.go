@@ -45,8 +45,9 @@ const (
 //     composite key, to limit per user within a team: their values joined with ':', each
 //     with '%' written %25 and ':' written %3A, so that distinct values never make the
 //     same key (see keypart.Append); a field name cannot contain '+'.
-//   - header:NAME reads the value of the first record header named NAME (case-sensitive,
-//     as Kafka headers are).
+//   - header:NAME reads the value of the record header named NAME (case-sensitive, as
+//     Kafka headers are); one given again with another value makes the team ambiguous
+//     (ambiguous_team), the same value again is one team.
 //   - key reads the record key.
 //
 // The zero value reads nothing; ParseKeyFrom or UnmarshalText makes a usable one.
