@@ -349,10 +349,9 @@ func (k *KeyFrom) team(rec *kgo.Record, s *Scratch, maxKey int) (string, reasonC
 // read from must be JSON (jsonNumber, jsonString).
 //
 // gjson.Valid checks JSON syntax, not UTF-8: invalid UTF-8 inside a string is accepted, as
-// encoding/json.Valid accepts it. Checking the whole value's UTF-8 would be another pass
-// over it for a fault downstream decoders already handle, by substituting U+FFFD; the key
-// read is checked alone and read as they read it, each byte that is not UTF-8 U+FFFD
-// (fieldValue), so that keys a Go decoder reads as one team are one.
+// encoding/json.Valid accepts it, and a team key holding it is routed like any other (a
+// key is bytes to the limiter). Checking UTF-8 would be another pass over the value for a
+// fault downstream decoders already handle, usually by substituting U+FFFD.
 func (k *KeyFrom) jsonTeam(v []byte, s *Scratch, maxKey int) (string, reasonCode) {
 	js, code := jsonObject(v, !k.lax, s)
 	if code != reasonNone {
@@ -536,18 +535,12 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 // many parts, each way (up to 4) of joining them into as many values as k has fields.
 // A key longer than maxKey bytes (GATE_MAX_KEY_BYTES; no bound if maxKey <= 0) is refused
 // too: a record with that key is dead-lettered (key_too_long), never counted under it.
-// So is a key of a json: source that is not UTF-8: such bytes read as U+FFFD.
 func (k KeyFrom) CheckKey(key string, maxKey int) error {
 	if key == "" {
 		return errors.New("an empty key")
 	}
 	if maxKey > 0 && len(key) > maxKey {
 		return fmt.Errorf("a key of %d bytes is longer than the %d bytes of GATE_MAX_KEY_BYTES: records with it are dead-lettered (key_too_long), never counted under it", len(key), maxKey)
-	}
-	// A JSON value's bytes that are not UTF-8 are read as U+FFFD (fieldValue): such a key
-	// is built from no record. A header's or the record key's bytes are kept.
-	if k.src == sourceJSON && !utf8.ValidString(key) {
-		return fmt.Errorf("%q is not UTF-8, and a key read from JSON never is: each byte that is not UTF-8 in a record's value reads as U+FFFD, as Go's encoding/json reads it (%q)", key, replaceInvalidUTF8(key))
 	}
 	if !k.Composite() {
 		return nil
@@ -680,9 +673,7 @@ func escapedForms(parts []string, n int) string {
 // write null for a field they do not have. Booleans, objects and arrays are of the wrong
 // type. These are gjson.Get's readings, which the gate used before it read fields itself,
 // but for a string's escapes, decoded as encoding/json decodes them (unescape): gjson
-// swallowed the escape after a lone surrogate, and two teams shared a key. A byte that is
-// not UTF-8 is U+FFFD, as encoding/json reads it (replaceInvalidUTF8): "caf\xe9" and
-// "caf\xe8", one team to a Go decoder downstream, were two keys (a review).
+// swallowed the escape after a lone surrogate, and two teams shared a key.
 func (k *KeyFrom) fieldValue(js string, i, at, end int, s *Scratch) (string, reasonCode) {
 	parts := k.fields[i].parts
 	for p := 1; ; p++ {
@@ -733,9 +724,6 @@ func (k *KeyFrom) fieldValue(js string, i, at, end int, s *Scratch) (string, rea
 			if str, ok = unescape(str); !ok { // into a new string: one allocation
 				return "", s.fail(malformed()) // an escape that is none: only when lax
 			}
-		}
-		if !utf8.ValidString(str) {
-			str = replaceInvalidUTF8(str) // into a new string: one allocation
 		}
 		if str == "" {
 			return "", s.fail(failure{reason: reasonFieldEmpty, field: i})

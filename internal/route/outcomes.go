@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -177,7 +176,7 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, js st
 // are on. Those lines, which miss the caches between two of a team's records under a
 // gate's thousands of teams, then have that long to come, not the check's time alone,
 // and the check takes the hash (CheckTallyHashed) rather than hashing the key again.
-// Only a plain value, a string without escapes and in UTF-8 or a number, is touched: what fieldValue
+// Only a plain value, a string without escapes or a number, is touched: what fieldValue
 // would return for it without allocating; the read then returns it as it is, the field
 // having been found once. A value found twice (ambiguous) was touched for nothing.
 type touchAhead struct {
@@ -210,7 +209,7 @@ func (t *touchAhead) touch(js string, at int) {
 			return
 		}
 		v = js[at+1 : end]
-		if v == "" || strings.IndexByte(v, '\\') >= 0 || !jsonString(v) || !utf8.ValidString(v) {
+		if v == "" || strings.IndexByte(v, '\\') >= 0 || !jsonString(v) {
 			return
 		}
 	case c == '-' || c >= '0' && c <= '9':

@@ -503,26 +503,6 @@ func unescape(raw string) (string, bool) {
 	return b.String(), true
 }
 
-// replaceInvalidUTF8 returns s with each byte that is not part of a UTF-8 encoding (the
-// code points U+D800-U+DFFF, written in UTF-8, included) replaced with U+FFFD, as
-// encoding/json decodes a string: byte by byte, where strings.ToValidUTF8 replaces a run
-// of them with one, so that "\xff\xfe" and "\xff" would be one key where a Go decoder reads
-// two. An encoded U+FFFD is kept as it is. One allocation, for a value that has such bytes.
-func replaceInvalidUTF8(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
-
 // unescapeAt decodes the escape at raw[i] (a backslash): the rune it stands for and the
 // index just past it, a valid surrogate pair being one escape; a lone or malformed
 // surrogate is U+FFFD, as encoding/json reads it (so "u\ud800", "u\udbff" and "u\ufffd"

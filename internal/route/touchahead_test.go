@@ -16,7 +16,7 @@ import (
 // limiter's slot fetched with that hash (prefetchOwn, as every gate without a rules file
 // has it, and one whose file's one rule reads the team) and one that does not, with and without outcomes: each record goes where it
 // went without, and each key counts as much, keys of every shape a value can have
-// (numbers, strings, escaped ones and one not UTF-8 that are not touched, a field found twice, one missing,
+// (numbers, strings, escaped ones that are not touched, a field found twice, one missing,
 // one too long, one first and one last).
 func TestTouchAheadChecksAsWithout(t *testing.T) {
 	values := []string{
@@ -26,7 +26,6 @@ func TestTouchAheadChecksAsWithout(t *testing.T) {
 		`{"team_id":-7.5}`,
 		`{"team_id":"t\u00e9"}`,
 		`{"team_id":"a\"b"}`,
-		"{\"team_id\":\"t\xff\"}",
 		`{"team_id":"t1","team_id":"t2"}`,
 		`{"event":"e"}`,
 		`{"team_id":""}`,
@@ -85,7 +84,7 @@ func touchAheadAsWithout(t *testing.T, values []string, newRouter func(*testing.
 			}
 		}
 	}
-	for _, team := range []string{"t1", "t2", "42", "-7.5", "té", `a"b`, "t\uFFFD"} {
+	for _, team := range []string{"t1", "t2", "42", "-7.5", "té", `a"b`} {
 		a, okA := onLim.Snapshot(t0, team)
 		b, okB := offLim.Snapshot(t0, team)
 		if okA != okB || a.Pending != b.Pending || a.Limited != b.Limited {
