@@ -2,10 +2,7 @@ package tick
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/limit"
-	"github.com/capturegate/gate/internal/redistest"
 )
 
 // TestEvictionsSeenAcrossARulesReload: a rules reload's new tick watches Redis's evictions
@@ -28,22 +24,7 @@ import (
 func TestEvictionsSeenAcrossARulesReload(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	mem, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := strconv.Atoi(infoValue(mem, "used_memory"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ConfigSet(ctx, "maxmemory", strconv.Itoa(used+1<<20)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
+	srv, c := nearMaxmemory(t)
 	wall := clock.NewFake(time.Now())
 	shared := NewEvictions()
 	var logs faulttest.Buffer
@@ -72,15 +53,7 @@ func TestEvictionsSeenAcrossARulesReload(t *testing.T) {
 		t.Cleanup(stop)
 		return tk, reg, starts, stop
 	}
-	ticks := func(starts chan struct{}, n int) {
-		for range n {
-			select {
-			case <-starts:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no tick started in 30 s")
-			}
-		}
-	}
+	ticks := func(starts chan struct{}, n int) { waitTicks(t, starts, n) }
 	old, _, oldStarts, stopOld := start("evict-a")
 	ticks(oldStarts, 2) // the watch starts its minute
 	wall.Advance(time.Minute)
@@ -92,53 +65,14 @@ func TestEvictionsSeenAcrossARulesReload(t *testing.T) {
 	ticks(newStarts, 2)
 	stopOld()
 
-	// Then the policy is changed, and another client fills Redis past its maxmemory.
-	if err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
-		t.Fatal(err)
-	}
-	other := srv.Client(t)
-	val := strings.Repeat("x", 1024)
-	for b := range 8 {
-		pipe := other.Pipeline()
-		for i := range 500 {
-			pipe.Set(ctx, fmt.Sprintf("filler:%d:%d", b, i), val, 0)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stats, err := c.Info(ctx, "stats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := strconv.Atoi(infoValue(stats, "evicted_keys")); n == 0 {
-		t.Fatalf("redis evicted no key after 4 MB over a maxmemory 1 MB above its use")
-	}
+	evictSome(t, srv, c)      // the policy changed, and Redis filled past its maxmemory
 	wall.Advance(time.Minute) // the next minute's errands, the new tick's
 	ticks(newStarts, 3)
 
-	evicted := -1.0
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "gate_redis_evicted_keys_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			evicted = m.GetCounter().GetValue()
-		}
-	}
-	if evicted <= 0 {
+	if evicted := evictedKeys(t, reg); evicted <= 0 {
 		t.Errorf("the new tick's gate_redis_evicted_keys_total = %v a minute after Redis evicted keys, want > 0", evicted)
 	}
-	var policyWarned, evictionWarned bool
-	for line := range strings.Lines(logs.String()) {
-		policyWarned = policyWarned || strings.Contains(line, "redis may evict the gate's keys")
-		evictionWarned = evictionWarned || strings.Contains(line, "redis evicted keys")
-	}
-	if !policyWarned || !evictionWarned {
-		t.Errorf("warned of the policy change: %v, of the evictions: %v; want both. Logs:\n%s", policyWarned, evictionWarned, logs.String())
+	if policy, evictions := warnedOfEvictions(logs.String()); !policy || !evictions {
+		t.Errorf("warned of the policy change: %v, of the evictions: %v; want both. Logs:\n%s", policy, evictions, logs.String())
 	}
 }

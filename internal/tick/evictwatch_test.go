@@ -28,23 +28,8 @@ import (
 func TestTickReportsEvictions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	mem, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := strconv.Atoi(infoValue(mem, "used_memory"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Under noeviction at the first look: what the start-up check saw.
-	if err := c.ConfigSet(ctx, "maxmemory", strconv.Itoa(used+1<<20)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
+	srv, c := nearMaxmemory(t)
 	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,16 +48,7 @@ func TestTickReportsEvictions(t *testing.T) {
 			starts <- struct{}{}
 		}
 	}
-	// ticks waits for n ticks to start: the errands of the n-1 before them are done.
-	ticks := func(n int) {
-		for range n {
-			select {
-			case <-starts:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no tick started in 30 s")
-			}
-		}
-	}
+	ticks := func(n int) { waitTicks(t, starts, n) }
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { tk.Run(runCtx); close(done) }()
@@ -81,7 +57,47 @@ func TestTickReportsEvictions(t *testing.T) {
 	wall.Advance(time.Minute)
 	ticks(2) // the first look
 
-	// Then the policy is changed, and another client fills Redis past its maxmemory.
+	evictSome(t, srv, c)      // the policy changed, and Redis filled past its maxmemory
+	wall.Advance(time.Minute) // the next minute's errands
+	ticks(3)
+
+	if evicted := evictedKeys(t, reg); evicted <= 0 {
+		t.Errorf("gate_redis_evicted_keys_total{redis_instance=\"0\"} = %v after Redis evicted keys, want > 0 (-1: no such series)", evicted)
+	}
+	if policy, evictions := warnedOfEvictions(logs.String()); !policy || !evictions {
+		t.Errorf("warned of the policy change: %v, of the evictions: %v; want both. Logs:\n%s", policy, evictions, logs.String())
+	}
+}
+
+// nearMaxmemory starts a redis-server whose maxmemory is 1 MiB above what it uses, under
+// noeviction, and a client of it.
+func nearMaxmemory(t *testing.T) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	mem, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := strconv.Atoi(infoValue(mem, "used_memory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.Itoa(used+1<<20)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+// evictSome changes nearMaxmemory's server to an evicting policy, then has another client
+// fill it 4 MB past its maxmemory, failing t unless Redis evicted keys.
+func evictSome(t *testing.T, srv *redistest.Server, c *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
 	if err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +119,25 @@ func TestTickReportsEvictions(t *testing.T) {
 	if n, _ := strconv.Atoi(infoValue(stats, "evicted_keys")); n == 0 {
 		t.Fatalf("redis evicted no key after 4 MB over a maxmemory 1 MB above its use")
 	}
-	wall.Advance(time.Minute) // the next minute's errands
-	ticks(3)
+}
 
-	evicted := -1.0
+// waitTicks waits for n ticks to start (a tick's onPhase sending on starts as its writes
+// begin): the errands of the n-1 before them are done.
+func waitTicks(t *testing.T, starts chan struct{}, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-starts:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no tick started in 30 s")
+		}
+	}
+}
+
+// evictedKeys is reg's gate_redis_evicted_keys_total of Redis instance 0, -1 when there is
+// no such series.
+func evictedKeys(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -118,23 +149,23 @@ func TestTickReportsEvictions(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "redis_instance" && lp.GetValue() == "0" {
-					evicted = m.GetCounter().GetValue()
+					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	if evicted <= 0 {
-		t.Errorf("gate_redis_evicted_keys_total{redis_instance=\"0\"} = %v after Redis evicted keys, want > 0 (-1: no such series)", evicted)
-	}
-	var policyWarned, evictionWarned bool
-	for line := range strings.Lines(logs.String()) {
+	return -1
+}
+
+// warnedOfEvictions reports whether logs hold the tick's warnings of a policy changed to
+// allkeys-lru and of keys evicted.
+func warnedOfEvictions(logs string) (policy, evictions bool) {
+	for line := range strings.Lines(logs) {
 		if !strings.Contains(line, "level=WARN") {
 			continue
 		}
-		policyWarned = policyWarned || strings.Contains(line, "redis may evict the gate's keys") && strings.Contains(line, "maxmemory_policy=allkeys-lru")
-		evictionWarned = evictionWarned || strings.Contains(line, "redis evicted keys")
+		policy = policy || strings.Contains(line, "redis may evict the gate's keys") && strings.Contains(line, "maxmemory_policy=allkeys-lru")
+		evictions = evictions || strings.Contains(line, "redis evicted keys")
 	}
-	if !policyWarned || !evictionWarned {
-		t.Errorf("warned of the policy change: %v, of the evictions: %v; want both. Logs:\n%s", policyWarned, evictionWarned, logs.String())
-	}
+	return policy, evictions
 }
