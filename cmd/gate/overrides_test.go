@@ -210,7 +210,7 @@ func TestServeRoutesOnLiveOverridesFromTheFirstRecord(t *testing.T) {
 	rs := redistest.Start(t)
 	kc, kenv := kafkaEnv(t)
 	rc := rs.Client(t)
-	if err := overrides.Set(t.Context(), rc, "gate:overrides", "whale", 5, testNow); err != nil {
+	if _, err := overrides.SetWithin(t.Context(), rc, "gate:overrides", "whale", 5, testNow, 0); err != nil {
 		t.Fatal(err)
 	}
 	produceRows(t, kc, whaleRecords()...)
@@ -267,7 +267,7 @@ func TestServeRoutesWhenLiveOverridesCannotBeRead(t *testing.T) {
 	t.Run("redis hung", func(t *testing.T) {
 		t.Parallel()
 		rs := redistest.Start(t)
-		if err := overrides.Set(t.Context(), rs.Client(t), "gate:overrides", "whale", 2, testNow); err != nil {
+		if _, err := overrides.SetWithin(t.Context(), rs.Client(t), "gate:overrides", "whale", 2, testNow, 0); err != nil {
 			t.Fatal(err)
 		}
 		kc, kenv := kafkaEnv(t)

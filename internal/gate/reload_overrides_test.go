@@ -19,7 +19,7 @@ func TestRulesReloadKeepsLiveOverridesWithRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n")
-	if err := overrides.Set(context.Background(), srv.Client(t), "gate:rule:team:overrides", "t1", 5000, time.Now()); err != nil {
+	if _, err := overrides.SetWithin(context.Background(), srv.Client(t), "gate:rule:team:overrides", "t1", 5000, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	cfg := load(t, map[string]string{
@@ -74,7 +74,7 @@ func TestRulesReloadNewRuleStartsWithItsLiveOverrides(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n")
 	rc := srv.Client(t)
-	if err := overrides.Set(context.Background(), rc, "gate:rule:ev:overrides", "signup", 7, time.Now()); err != nil {
+	if _, err := overrides.SetWithin(context.Background(), rc, "gate:rule:ev:overrides", "signup", 7, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	cfg := load(t, map[string]string{

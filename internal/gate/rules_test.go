@@ -142,7 +142,7 @@ func testRulesFleet(t *testing.T, env map[string]string, keysOf func(context.Con
 		}
 	}
 	// A live override in the user rule's own hash lowers one user's limit, not the team's.
-	if err := overrides.Set(ctx, gates[0].Clients[0], "fleet:rule:team-user:overrides", "t1:user-0", 2, time.Now()); err != nil {
+	if _, err := overrides.SetWithin(ctx, gates[0].Clients[0], "fleet:rule:team-user:overrides", "t1:user-0", 2, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := gates[1].gen.Load().overrides[0].Refresh(ctx); err != nil {

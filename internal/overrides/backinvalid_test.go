@@ -36,7 +36,7 @@ func TestLostHashBackButUnusableClearsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Set(ctx, c, key, "x", 5, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "x", 5, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Refresh(ctx); err != nil {

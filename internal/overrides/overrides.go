@@ -37,7 +37,7 @@
 //     a refresh error of that cause). A hash that never existed is the normal state of a fleet without
 //     live overrides: debug level only.
 //   - An empty live set is representable: the hash's marker field (MarkerField), kept by
-//     Set and Delete, makes a hash with no team in it exist, which clears the live set.
+//     SetWithin and Delete, makes a hash with no team in it exist, which clears the live set.
 //     (Redis deletes a hash whose last field goes, so without it "deleted the last
 //     override" would read as "missing" and be ignored.)
 //   - Read before routing: FirstRead is closed once the first read has finished, applied
@@ -643,31 +643,6 @@ func ParseLimit(s string) (int64, error) {
 	return n, nil
 }
 
-// Set writes one team's live limit (and the marker) in one transaction.
-func Set(ctx context.Context, c redis.UniversalClient, key, team string, lim int64, now time.Time) error {
-	if team == "" || team == MarkerField {
-		return fmt.Errorf("team %q cannot be overridden", team)
-	}
-	if _, err := ParseLimit(strconv.FormatInt(lim, 10)); err != nil {
-		return err
-	}
-	var hset *redis.IntCmd
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		hset = p.HSet(ctx, key, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano))
-		return nil
-	})
-	if err != nil {
-		// A write Redis refuses (READONLY on a replica, OOM, MISCONF) is refused when
-		// queued, and EXEC then fails with only "EXECABORT Transaction discarded": the
-		// HSET's own error says why.
-		if herr := hset.Err(); herr != nil && redis.HasErrorPrefix(err, "EXECABORT") {
-			err = herr
-		}
-		return fmt.Errorf("setting %s in %s: %w", team, key, err)
-	}
-	return nil
-}
-
 // setWithinScript is SetWithin: HSET of the team and the marker (ARGV[1] to ARGV[4]), unless
 // the team is not in the hash and the hash holds ARGV[5] teams already, as a read counts
 // them (HLEN, less the marker): then it writes nothing and returns how many it holds; -1
@@ -679,8 +654,8 @@ if not redis.call('HGET', KEYS[1], ARGV[1]) and n >= tonumber(ARGV[5]) then retu
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 return -1`)
 
-// SetWithin is Set for a hash the gates read with a maximum of maxEntries teams (0:
-// DefaultMaxEntries): a team not in it yet is refused when it holds maxEntries already, as
+// SetWithin writes one team's live limit, and the marker, in the hash at key, which the
+// gates read with a maximum of maxEntries teams (0: DefaultMaxEntries): a team not in it yet is refused when it holds maxEntries already, as
 // every gate would refuse the hash whole (ErrTooLarge) and keep its limits, applying
 // neither this override nor any other change to it. Refused so, it returns the teams the
 // hash holds and an error wrapping ErrTooLarge. The count and the write are one script:

@@ -46,10 +46,10 @@ func TestRefreshAppliesMergedSet(t *testing.T) {
 	r, lim := newRefresher(t, srv, map[string]int64{"a": 10, "b": 20})
 	c := srv.Client(t)
 
-	if err := Set(ctx, c, key, "b", 25, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "b", 25, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := Set(ctx, c, key, "c", 30, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "c", 30, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Refresh(ctx); err != nil {
@@ -92,7 +92,7 @@ func TestRefreshIsFailStatic(t *testing.T) {
 	ctx := context.Background()
 	r, lim := newRefresher(t, srv, nil)
 	c := srv.Client(t)
-	if err := Set(ctx, c, key, "x", 5, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "x", 5, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Refresh(ctx); err != nil {
@@ -152,7 +152,7 @@ func TestRunRefreshesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
-	if err := Set(context.Background(), srv.Client(t), key, "t", 7, time.Now()); err != nil {
+	if err := setOverride(context.Background(), srv.Client(t), key, "t", 7, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -178,10 +178,10 @@ func TestParseAndSetRejectBadInput(t *testing.T) {
 		t.Errorf("Parse: %v %v", m, err)
 	}
 	srv := redistest.Start(t)
-	if err := Set(context.Background(), srv.Client(t), key, MarkerField, 3, time.Now()); err == nil {
+	if err := setOverride(context.Background(), srv.Client(t), key, MarkerField, 3, time.Now()); err == nil {
 		t.Error("Set accepted the marker field as a team")
 	}
-	if err := Set(context.Background(), srv.Client(t), key, "a", 0, time.Now()); err == nil {
+	if err := setOverride(context.Background(), srv.Client(t), key, "a", 0, time.Now()); err == nil {
 		t.Error("Set accepted a zero limit")
 	}
 }
@@ -214,10 +214,10 @@ func TestRefreshScalesExtraLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Set(ctx, srv.Client(t), key, "b", 250, time.Now()); err != nil {
+	if err := setOverride(ctx, srv.Client(t), key, "b", 250, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := Set(ctx, srv.Client(t), key, "c", 25, time.Now()); err != nil {
+	if err := setOverride(ctx, srv.Client(t), key, "c", 25, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Refresh(ctx); err != nil {
@@ -333,7 +333,7 @@ func TestLostHashKeepsTheSetAndSaysSo(t *testing.T) {
 	}
 
 	for _, team := range []string{"x", "y"} {
-		if err := Set(ctx, c, key, team, want[team], time.Now()); err != nil {
+		if err := setOverride(ctx, c, key, team, want[team], time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -380,7 +380,7 @@ func TestLostHashKeepsTheSetAndSaysSo(t *testing.T) {
 
 	// Restored: the gauge clears, an info line says so.
 	for _, team := range []string{"x", "y"} {
-		if err := Set(ctx, c, key, team, want[team], time.Now()); err != nil {
+		if err := setOverride(ctx, c, key, team, want[team], time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -473,7 +473,7 @@ func TestChangeUnderTheScanIsReadAgain(t *testing.T) {
 	r.afterScan = func(attempt int) {
 		scans = append(scans, attempt)
 		if attempt == 1 { // an update of a team: only the marker tells
-			if err := Set(ctx, c, key, "team-1", 7, time.Now()); err != nil {
+			if err := setOverride(ctx, c, key, "team-1", 7, time.Now()); err != nil {
 				t.Error(err)
 			}
 		}
@@ -529,7 +529,7 @@ func TestInheritKeepsTheLastRefreshTime(t *testing.T) {
 	ctx := context.Background()
 	old, _ := newRefresher(t, srv, nil)
 	c := srv.Client(t)
-	if err := Set(ctx, c, key, "x", 5, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "x", 5, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Refresh(ctx); err != nil {
@@ -574,7 +574,7 @@ func TestDeleteOfAnAbsentTeamKeepsTheMarker(t *testing.T) {
 	ctx := context.Background()
 	c := srv.Client(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := Set(ctx, c, key, "a", 5, t0); err != nil {
+	if err := setOverride(ctx, c, key, "a", 5, t0); err != nil {
 		t.Fatal(err)
 	}
 	if found, err := Delete(ctx, c, key, "nobody", t0.Add(time.Hour)); err != nil || found {
@@ -605,7 +605,7 @@ func TestRefusedLoginIsNotAMissingHash(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartWith(t, redistest.Options{Password: "right"})
 	ctx := context.Background()
-	if err := Set(ctx, srv.Client(t), key, "a", 5, time.Now()); err != nil {
+	if err := setOverride(ctx, srv.Client(t), key, "a", 5, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
@@ -619,9 +619,9 @@ func TestRefusedLoginIsNotAMissingHash(t *testing.T) {
 }
 
 // TestSetRefusedSaysWhy: a Redis that refuses writes (a replica, as after a failover; out
-// of memory) refuses Set with its own reason: queued in MULTI, the HSET's refusal made
-// EXEC fail with "EXECABORT Transaction discarded because of previous errors", and that
-// was all gate overrides set said.
+// of memory) refuses gate overrides set's write (SetWithin) with its own reason: when it
+// was queued in MULTI, the HSET's refusal made EXEC fail with "EXECABORT Transaction
+// discarded because of previous errors", and that was all gate overrides set said.
 func TestSetRefusedSaysWhy(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -636,9 +636,9 @@ func TestSetRefusedSaysWhy(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
 			srv.RefuseWrites(t, tt.how)
-			err := Set(context.Background(), srv.Client(t), key, "a", 5, time.Now())
+			err := setOverride(context.Background(), srv.Client(t), key, "a", 5, time.Now())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Set on a Redis refusing writes (%s): %v, want Redis's %s", tt.how, err, tt.want)
+				t.Errorf("SetWithin on a Redis refusing writes (%s): %v, want Redis's %s", tt.how, err, tt.want)
 			}
 		})
 	}

@@ -32,7 +32,7 @@ func TestRunSaysWhenRefreshesWorkAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Set(ctx, c, key, "t", 7, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "t", 7, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -48,7 +48,7 @@ func TestRunSaysWhenRefreshesWorkAgain(t *testing.T) {
 	if err := c.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Set(ctx, c, key, "t", 7, time.Now()); err != nil {
+	if err := setOverride(ctx, c, key, "t", 7, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	logs.wait(t, "recovery line", "live overrides refreshed again")

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/capturegate/gate/internal/redistest"
 )
 
 // SetWithin refuses a new team to a hash at the maximum, saying how many it holds, takes
 // a team already in it (its limit changes, the count does not), and a Redis refusing
-// writes refuses it with its own reason, as Set.
+// writes refuses it with its own reason.
 func TestSetWithinKeepsTheMaximum(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -43,4 +45,11 @@ func TestSetWithinKeepsTheMaximum(t *testing.T) {
 	if _, err := SetWithin(ctx, c, key, "a", 6, time.Now(), 2); err == nil || !strings.Contains(err.Error(), "READONLY") {
 		t.Errorf("SetWithin on a replica: %v, want Redis's READONLY", err)
 	}
+}
+
+// setOverride writes one team's live limit as gate overrides set does (SetWithin), under
+// the default maximum of teams.
+func setOverride(ctx context.Context, c redis.UniversalClient, key, team string, lim int64, now time.Time) error {
+	_, err := SetWithin(ctx, c, key, team, lim, now, 0)
+	return err
 }
