@@ -28,10 +28,10 @@ const FleetSlot = 5 * time.Second
 // are a little apart count in different slots (a count near a slot's edge), each slot
 // holding part of the fleet. Slots of the tick's length start at its boundaries, and the
 // count, a quarter interval in, falls in the same slot on every gate.
+func (t *Ticker) fleetSlot() time.Duration { return max(FleetSlot, t.cfg.TickInterval) }
+
 // fleetWarnEvery is how often, at most, the fleet count's refusals are logged.
 const fleetWarnEvery = 10 * time.Minute
-
-func (t *Ticker) fleetSlot() time.Duration { return max(FleetSlot, t.cfg.TickInterval) }
 
 // FleetKeyFor is the counter of slot's gates. Its last part is no number, ":hold",
 // ":profile" nor ":seq", so no counter or other key of a team can take its form.
