@@ -36,7 +36,7 @@ type failed struct {
 	attempts int32 // produces retried so far
 	// stage is how far a record the broker rejects for good has been rerouted: see
 	// stageRouted and the stages after it. Small types, so that a record in flight
-	// stays 208 bytes, as slabs hold thousands.
+	// stays 200 bytes (amd64), as slabs hold thousands.
 	stage int8
 	// alone is set when the produce in flight was sent with no other record of the
 	// gate's in flight, so that the broker's answer is about this record only;
