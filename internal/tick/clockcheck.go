@@ -1,8 +1,8 @@
 // Checking this host's clock against Redis's. Each gate aligns its ticks (and, on the
 // wall clock, cuts its epochs) on its own clock, so one whose clock is off the fleet's
-// reads the others' counts a tick late, and nothing else says so. Once a minute, in the
-// time Run leaves between ticks (ending an eighth of an interval before the next
-// boundary), it reads the first instance's TIME, sets gate_limiter_clock_offset_seconds,
+// reads the others' counts a tick late, and nothing else says so. Before Run's first
+// tick, then once a minute in the time Run leaves between ticks (ending an eighth of an
+// interval before the next boundary), it reads the first instance's TIME, sets gate_limiter_clock_offset_seconds,
 // and warns, at most every ten minutes, while the offset is over half the read delay by
 // more than half the round trip (what the measurement cannot tell apart), or TIME is
 // refused.

@@ -302,6 +302,10 @@ func (t *Ticker) Run(ctx context.Context) {
 		}
 	}
 	t.countFleet(ctx, time.Now()) // before the first tick: the floors start at the fleet's size
+	// Before the first tick too: that tick's reads fold the profiles of every team cached
+	// by then (a gate routing before it, a rules reload's new tick), and were the offset
+	// still unmeasured, a host's clock days off would write those folds (withholdProfile).
+	t.checkClock(ctx)
 	for {
 		at := nextTick(time.Now(), t.cfg.TickInterval)
 		if !wait(at, true) {
