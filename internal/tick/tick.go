@@ -305,7 +305,11 @@ func (t *Ticker) Run(ctx context.Context) {
 	// Before the first tick too: that tick's reads fold the profiles of every team cached
 	// by then (a gate routing before it, a rules reload's new tick), and were the offset
 	// still unmeasured, a host's clock days off would write those folds (withholdProfile).
-	t.checkClock(ctx)
+	// Under one tick timeout in all: a hung instance 0 delays the first tick by that at
+	// most, and the check is tried again after it.
+	cctx, ccancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	t.checkClock(cctx)
+	ccancel()
 	for {
 		at := nextTick(time.Now(), t.cfg.TickInterval)
 		if !wait(at, true) {
