@@ -245,6 +245,14 @@ var agreeCases = []agreeCase{
 	{"validateJson with json:team_id", `routing: {validateJson: true}`, true},
 	{"validateJson with the record key", `routing: {validateJson: true, keyFrom: key}`, false},
 	{"validateJson with a header", `routing: {validateJson: true, keyFrom: "header:team"}`, false},
+	// GATE_OVERRIDES: team=limit pairs split at a pair's last '=' (a key may hold '=', a
+	// base64 one ends so; a review: the schema refused them), each limit from 1 to the
+	// largest threshold; no ',' in a key.
+	{"overrides key holding =", `limit: {overrides: {"dGVhbQ==": 5000, "a=b": 7}}`, true},
+	{"overrides key holding ,", `limit: {overrides: {"a,b": 7}}`, false},
+	{"overrides at the largest threshold", `limit: {overrides: {t: 8796093022207}}`, true},
+	{"overrides over the largest threshold", `limit: {overrides: {t: 8796093022208}}`, false},
+	{"overrides 0", `limit: {overrides: {t: 0}}`, false},
 }
 
 // TestChartAgreesWithGate: for each of agreeCases the chart (values.schema.json, then
