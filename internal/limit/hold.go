@@ -17,8 +17,9 @@ import (
 // The sweep, the tick's one goroutine, keeps what a release needs for each held team in
 // holds: since when it is held, when its level was last at or over the release level,
 // and the threshold it was held under. A team is released when its level has stayed under
-// DivertRelease × its threshold for DivertHold, when its threshold is raised above its
-// level (an override), or when it leaves the cache.
+// DivertRelease × its threshold for DivertHold, when its threshold is raised (an
+// override) so that its level is under DivertRelease × the new one, or when it leaves the
+// cache.
 //
 // Fleet-wide: while a held team is over the release level, each sweep hands the tick a
 // HoldFlag, which the tick writes to the shared store with a TTL of DivertHold; a read of a
