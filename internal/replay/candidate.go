@@ -34,7 +34,7 @@ type Candidate struct {
 	next     time.Time     // its next tick
 	delay    time.Duration // how long after a tick's writes its reads are made (NewEngine)
 	readAt   time.Time     // when the reads of the last tick are made; zero when made
-	idle     time.Duration // its limiters' longest idle timeout: a key unseen that long is in no cache
+	idle     time.Duration // how long a key unseen may stay cached (NewEngine): a tick after that changes nothing
 	router   *route.Router
 	stores   []*store
 	adaptive time.Duration // the learner's MinHistory; 0 when no rule learns

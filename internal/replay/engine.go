@@ -59,6 +59,13 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 				shortest = w
 			}
 			c.idle = max(c.idle, s.l.Config().IdleTimeout)
+			if c.wall {
+				// On the wall clock a key held or near its threshold stays cached past the
+				// idle timeout, until its window ages out (two windows after its last
+				// record at most) and its hold is released, which a gate's ticks through
+				// a pause do.
+				c.idle = max(c.idle, 2*s.l.Config().Window+s.l.DivertHold())
+			}
 			e.longest = max(e.longest, s.l.Config().Window)
 			timed = timed || s.l.DivertHold() > 0
 		}
@@ -193,9 +200,10 @@ func (e *Engine) advance(t time.Time) {
 	for i, c := range e.cands {
 		// A gate ticks at every multiple of its interval, records or not: so does the
 		// fleet here, through a pause in the input too, or a hold's release and the views
-		// would be judged by the one tick after it. Past the limiters' idle timeout
-		// every key has left their caches and a tick changes nothing a later one would
-		// not: the ticks of a long pause are skipped from there, to the record's.
+		// would be judged by the one tick after it. Past c.idle (the idle timeout, or two
+		// windows and a hold, when longer) every key has left the caches and a tick
+		// changes nothing a later one would not: the ticks of a long pause are skipped
+		// from there, to the record's.
 		quiet := c.next.Add(max(c.idle, 2*time.Second) + c.every + time.Second)
 		for {
 			// Each tick is split as the gate's (tick.Ticker.Run): the counts written at

@@ -97,3 +97,34 @@ func TestReplayTicksOnTheGatesInstants(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayTicksThroughAPauseLongerThanTheIdleTimeout: a held key stays cached however
+// long it is idle (limit's sweep keeps it until its window ages out and its hold is
+// released), so under a window longer than GATE_CACHE_IDLE_TIMEOUT the ticks of a pause
+// past the idle timeout still release holds. A team over a limit of an hour for 40
+// minutes is held; a gate ticking through the pause releases it (its level under 0.8 of
+// the threshold from 1h30m, GATE_DIVERT_HOLD later), and the records it sends after the
+// pause are accepted. Replay skipped the pause's ticks from the idle timeout on: its
+// first tick after the pause saw the level fallen and only then began the hold's 5
+// minutes, limiting 60 records a gate accepts.
+func TestReplayTicksThroughAPauseLongerThanTheIdleTimeout(t *testing.T) {
+	for _, clk := range []string{"wall", "event"} {
+		vars := map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1h", "GATE_THRESHOLD": "1000", "GATE_LIMIT_MODE": "divert",
+			"GATE_CACHE_IDLE_TIMEOUT": "300s"}
+		if clk == "wall" {
+			vars["GATE_DIVERT_HOLD"] = "5m" // the event clock keeps no holds
+		}
+		cfg := testConfig(t, vars)
+		for _, resume := range []time.Duration{95 * time.Minute, 110 * time.Minute} {
+			recs := steady(nil, "held", 0, 40*time.Minute, 40)
+			recs = steady(recs, "held", resume, resume+30*time.Minute, 12)
+			want := asAGate(t, cfg, recs)
+			for _, workers := range []int{1, 2} {
+				if got := replaySet(t, clk, cfg, nil, recs, workers, 5).Candidates[0].Total.Limited; got != want {
+					t.Errorf("%s clock, records again %s after the start, a pause of %s (%d workers): replay limits %d, a gate %d",
+						clk, resume, resume-40*time.Minute, workers, got, want)
+				}
+			}
+		}
+	}
+}
