@@ -33,7 +33,7 @@ import (
 	"github.com/capturegate/gate/internal/rules"
 )
 
-const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-clock wall|event] [-from T] [-to T | -offsets P:A-B,...] [-top N] [-workers N] [-json] [-html FILE]
+const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-clock wall|event] [-from T] [-to T | -offsets P:A-B,...] [-topic TOPIC] [-top N] [-workers N] [-json] [-html FILE]
 
 Replays the input topic (GATE_INPUT_TOPIC on GATE_KAFKA_BROKERS, with the GATE_KAFKA_TLS_*
 and GATE_KAFKA_SASL_* settings) through the gate's router and limiter and reports what

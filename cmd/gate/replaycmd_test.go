@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -593,4 +594,15 @@ func loudAndQuiet(at time.Time, n int, value func(team string, i int) []byte) []
 		recs = append(recs, &kgo.Record{Key: []byte(team), Value: value(team, i), Timestamp: at.Add(time.Duration(i) * 20 * time.Millisecond)})
 	}
 	return recs
+}
+
+// TestReplayUsageLineNamesEveryFlag: the usage's first line is what a user reads for the
+// flags a replay takes; it left out -topic, which docs/rules.md names beside GATE_INPUT_TOPIC.
+func TestReplayUsageLineNamesEveryFlag(t *testing.T) {
+	line, _, _ := strings.Cut(replayUsage, "\n")
+	replayFlags(&replayOpts{}).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(line, "[-"+f.Name+" ") && !strings.Contains(line, "[-"+f.Name+"]") && !strings.Contains(line, "| -"+f.Name+" ") {
+			t.Errorf("replay's usage line lacks -%s:\n%s", f.Name, line)
+		}
+	})
 }
