@@ -257,7 +257,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	began := clk.Now()
 	var shown time.Time
 	quiet := waitNote(ctx, stderr, brokerWait, fmt.Sprintf("gate replay: no answer yet from the brokers (%s); waiting, Ctrl-C stops\n", strings.Join(cfg.KafkaBrokers, ",")))
-	pace := func(p replay.Progress) { // Read reports every fetch: a line a second at most
+	pace := func(p replay.Progress) { // Read reports the offsets listed and every fetch: a line a second at most
 		quiet()
 		if now := clk.Now(); len(p.Waiting) > 0 || now.Sub(shown) >= time.Second {
 			shown = now
@@ -620,7 +620,11 @@ func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
 	if rate > 0 {
 		eta = durtext.String(time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)).Round(time.Second))
 	}
+	at := "" // no record handed on yet (the offsets just listed, or a fetch held for the next): not year one
+	if !p.At.IsZero() {
+		at = ", at " + p.At.UTC().Format("2006-01-02 15:04:05Z")
+	}
 	// Whole percents, rounded down: 100% once every record is read, not at 99.5%.
-	fmt.Fprintf(w, "gate replay: %s of %s records (%d%%), %s/s, at %s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),
-		100*p.Done/p.Total, outcome.Thousands(int64(rate)), p.At.UTC().Format("2006-01-02 15:04:05Z"), eta)
+	fmt.Fprintf(w, "gate replay: %s of %s records (%d%%), %s/s%s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),
+		100*p.Done/p.Total, outcome.Thousands(int64(rate)), at, eta)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/replay"
@@ -165,6 +166,13 @@ func TestReplayProgressLine(t *testing.T) {
 	replayProgress(&b, replay.Progress{Done: 9_999_000, Total: 10_000_000, At: p.At}, 20*time.Second)
 	if !strings.Contains(b.String(), "(99%)") {
 		t.Errorf("progress line %q with 1,000 records left: want (99%%)", b.String())
+	}
+	// Nothing handed on yet (the offsets listed, or fetches held for a partition's next
+	// record): no place in time, not year one.
+	b.Reset()
+	replayProgress(&b, replay.Progress{Done: 5_000, Total: 10_000_000}, 2*time.Second)
+	if want := "gate replay: 5,000 of 10,000,000 records (0%), 2,500/s, 1h6m38s left\n"; b.String() != want {
+		t.Errorf("progress line %q before any record was handed on, want %q", b.String(), want)
 	}
 }
 
@@ -605,4 +613,35 @@ func TestReplayUsageLineNamesEveryFlag(t *testing.T) {
 			t.Errorf("replay's usage line lacks -%s:\n%s", f.Name, line)
 		}
 	})
+}
+
+// Brokers that answer, slowly, are not brokers that never answer: a review's replay on a
+// loaded Apache Kafka listed the range's offsets at once, got its first fetch after more
+// than brokerWait, and said "no answer yet from the brokers …; waiting, Ctrl-C stops"
+// before reading the whole range. The offsets listed are an answer: the note is for
+// brokers silent from the start (TestReplaySaysItWaitsForSilentBrokers).
+func TestReplayDoesNotCallASlowFetchSilentBrokers(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
+	at := testNow.Add(-time.Hour)
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: at}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The first fetch is answered brokerWait and a second after it comes.
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		c.SleepControl(func() { <-time.After(brokerWait + time.Second) })
+		return nil, nil, false
+	})
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"replay", "-workers", "1"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate replay: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "no answer yet from the brokers") {
+		t.Errorf("gate replay said the brokers had not answered, after they listed its offsets:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "replayed 1 records") {
+		t.Errorf("gate replay's report:\n%s", stdout.String())
+	}
 }

@@ -63,9 +63,9 @@ func (e *offsetsError) Is(target error) bool { return target == ErrOffsets }
 // Read reads rng with a client of opts of its own: it joins no group, commits nothing and
 // produces nothing. It hands every record to fn once with its replay time, in
 // replay-time order across partitions (ties by partition, then offset; see merge), so
-// that two reads of a range replay it alike, and progress, if not nil, after every fetch
-// (the caller paces what it shows)
-// and once at the end. It reads committed records only,
+// that two reads of a range replay it alike, and progress, if not nil, once the range's
+// offsets are listed (nothing read yet, At zero), after every fetch (the caller paces
+// what it shows) and once at the end. It reads committed records only,
 // as the gate does, and returns the offsets it read. It stops early when ctx is done,
 // returning ctx's error with the offsets read so far.
 func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progress func(Progress), opts ...kgo.Opt) ([]PartitionRange, error) {
@@ -85,6 +85,11 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 	m := newMerge(parts)
 	if len(rng.Offsets) == 0 {
 		m.bound(rng.From, rng.To, hard)
+	}
+	if progress != nil {
+		// The brokers answered: said before the first fetch, which a loaded broker may be
+		// slow to answer, so that a caller waiting for their first word stops waiting.
+		progress(Progress{Total: m.total})
 	}
 	if len(m.live) == 0 {
 		return m.read(), nil
