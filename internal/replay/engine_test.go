@@ -796,3 +796,37 @@ func TestNewEngineRefusesTick(t *testing.T) {
 		t.Errorf("NewEngine(-1m): %v", err)
 	}
 }
+
+// A team forced to overflow (GATE_FORCE_OVERFLOW, a rule's force list) far under its
+// threshold is reported with its level and threshold, as the gate decided it: the key
+// was followed only from half its threshold, so a forced team sending a tenth of it had
+// threshold and peak 0, its text "-", and its chart on the page said only a shadow rule
+// had been over it, the records' decisions another rule's, with no rule but the GATE_*
+// limits.
+func TestForcedKeyHasItsLevel(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_FORCE_OVERFLOW": "forced"})
+	set := testRules(t, cfg, "rules:\n- name: tagged\n  key: json:team_id\n  limits: [1m:100]\n  action: tag\n  force: [forced]\n")
+	for name, s := range map[string]*rules.Set{"GATE_* limits": nil, "a tag rule": set} {
+		rep := replaySet(t, name, cfg, s, steady(nil, "forced", 0, 3*time.Minute, 10), 1, 5)
+		keys := rep.Candidates[0].Keys
+		if len(keys) != 1 || keys[0].Limited+keys[0].Tagged != 30 {
+			t.Fatalf("%s: keys %+v, want the forced team's 30 records", name, keys)
+		}
+		k := keys[0]
+		if k.Threshold != 100 || k.PeakRatio <= 0 || k.PeakRatio >= trackFrom {
+			t.Errorf("%s: the forced team's threshold %d, peak ratio %g; want 100 and its level's share of it", name, k.Threshold, k.PeakRatio)
+		}
+		for _, p := range k.Series {
+			if p.Threshold != 100 || p.Level <= 0 {
+				t.Errorf("%s: the forced team's minute %s has level %g of threshold %d", name, p.Minute.Format(time.TimeOnly), p.Level, p.Threshold)
+			}
+		}
+		var page bytes.Buffer
+		if err := WriteHTML(&page, rep); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(page.Bytes(), []byte("Only a shadow rule was over it")) {
+			t.Errorf("%s: the page says only a shadow rule was over the forced team", name)
+		}
+	}
+}

@@ -141,7 +141,7 @@ func (k *KeyReport) affected() int64 { return k.Limited + k.Tagged + k.ShadowOve
 
 // Point is one minute of a key: its highest level and its threshold then, and its
 // records limited, tagged or over in shadow. Level and Threshold are 0 in a minute no
-// record was judged on the key near its threshold: a key only a shadow rule was over
+// record was judged on the key near its threshold (or forced): a key only a shadow rule was over
 // (the record's decision was another rule's) has no level of its own.
 type Point struct {
 	Minute    time.Time `json:"minute"`
@@ -189,7 +189,7 @@ func newBuilder() *builder {
 }
 
 // observe follows the decision a record got: the level of the key it was decided on.
-// It allocates only for a key newly within half of its threshold.
+// It allocates only for a key newly within half of its threshold, or forced.
 func (b *builder) observe(now time.Time, o *route.Outcome) {
 	if o.DeadRule != "" {
 		b.deadAt[o.DeadRule]++
@@ -205,7 +205,10 @@ func (b *builder) observe(now time.Time, o *route.Outcome) {
 	if d.Threshold <= 0 || o.Team == "" {
 		return
 	}
-	near := d.Level >= trackFrom*float64(d.Threshold)
+	// A key a rule acted on, or forced, is followed at any level: a forced one far under
+	// its threshold went unreported, with the 0 threshold of a key only a shadow rule was
+	// over.
+	near := d.Level >= trackFrom*float64(d.Threshold) || o.Reason == route.ReasonForced || o.Rule != ""
 	k := b.keys[keyID{o.KeyRule, o.Team}]
 	if k == nil {
 		if !near {
