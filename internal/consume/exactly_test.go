@@ -488,6 +488,56 @@ func TestExactlyOnceRecordTooLarge(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceIsolatedPollIsCounted: a poll holding a record the broker refused for
+// good is routed by one goroutine, its records one by one (routeTxn, isolating); what
+// that routing counted must reach the metrics (gate_records_total, the limiters'
+// decisions) once the poll is routed, as a poll routed by process does. Before, it
+// waited in the goroutine's scratch until a later poll was routed in parallel, and a
+// gate that went quiet after such a poll never exported it.
+func TestExactlyOnceIsolatedPollIsCounted(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.MaxMessageBytes = 4096
+	var routed atomic.Int64
+	env.wrap = func(r Router) Router { return &countingRouter{Router: r, routed: &routed} }
+	g := env.start(t, "a")
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-a"), big, inputRecord(2, "team-a")})
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+	if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter")); got != 1 {
+		t.Fatalf("gate_records_rerouted_total{to=dead_letter} = %v, want 1: no poll was routed record by record", got)
+	}
+	// Nothing is routed after the commit: every routing is counted, or never will be.
+	var counted, want float64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		counted, want = counterSum(t, g.reg, "gate_records_total"), float64(routed.Load())
+		if counted == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate_records_total = %v after the commit, %v records routed or dead-lettered", counted, want)
+		}
+	}
+}
+
+// countingRouter counts the records its Router routes, and the dead letters it makes
+// (counted in gate_records_total too, as dead_letter/rejected).
+type countingRouter struct {
+	Router
+	routed *atomic.Int64
+}
+
+func (c *countingRouter) RouteInto(now time.Time, in *kgo.Record, s *route.Scratch, out *kgo.Record) route.Outcome {
+	c.routed.Add(1)
+	return c.Router.RouteInto(now, in, s, out)
+}
+
+func (c *countingRouter) DeadLetter(in *kgo.Record, reason, detail string) *kgo.Record {
+	c.routed.Add(1)
+	return c.Router.DeadLetter(in, reason, detail)
+}
+
 // blockingRouter routes as its Router until it meets a record whose test id is at least
 // from; then every such call blocks until release is closed.
 type blockingRouter struct {

@@ -523,6 +523,9 @@ func (c *Consumer) routeTxn(ws []work) {
 		for _, w := range ws {
 			c.routeTxnWork(w, &c.scratch[0])
 		}
+		// As process does: what the routing counted reaches the metrics (and the
+		// limiters' held-back counts) now, not when a later poll is routed.
+		c.scratch[0].Flush()
 	} else {
 		c.process(ws, c.routeTxnWork)
 	}
