@@ -349,7 +349,7 @@ func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
 // routed (route.Router.Expect, tick.Ticker.TickNow). Bounded by two tick intervals: a
 // tick in progress is waited for, then this one, which TickTimeout bounds; past that,
 // or with Redis out of reach, the records are routed as first contact, as without it,
-// and priming rests for primePause.
+// and priming rests for primePause; not after a read its caller cut short (ctx ended).
 func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 	r, tk := g.Router, g.Ticker
 	if gen := g.gen.Load(); gen != nil {
@@ -364,6 +364,11 @@ func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 		return
 	}
 	if err := readMarked(ctx, tk); err != nil {
+		if ctx.Err() != nil {
+			// Cut short by the caller (a rebalance, a revoke): no failure of Redis's, and
+			// the partitions it brings are to be primed at once.
+			return
+		}
 		g.primeOff.Store(time.Now().Add(primePause).UnixNano())
 		// At most once a minute: the tick's own lines say why Redis failed.
 		if ok, left := g.primeLog.Allow(); ok {

@@ -183,3 +183,29 @@ func TestPrimeRestsAfterItsTickFailed(t *testing.T) {
 		t.Errorf("%d lines saying the prime failed, want 1:\n%s", n, logs.String())
 	}
 }
+
+// A prime its caller cuts short (at least once, a rebalance waiting for the poll; exactly
+// once, a revoke aborting the transaction) is no failure of Redis: priming does not rest,
+// and no line says the keys could not be read. Before, it rested for primePause, so the
+// partitions the rebalance brought, whose waiting records priming is for, were routed as
+// first contact for their first 10 s.
+func TestPrimeCutShortByItsCallerDoesNotRest(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_TICK_INTERVAL": "200ms",
+	})
+	g, logs := startReloadingLogged(t, cfg, "prime-cut") // no rules file: nothing reloads
+	recs := []*kgo.Record{{Value: []byte(`{"team_id":"a"}`)}, {Value: []byte(`{"team_id":"a"}`)}}
+	cut, cancel := context.WithCancel(t.Context())
+	cancel()
+	g.prime(cut, recs)
+	if off := g.primeOff.Load(); off != 0 {
+		t.Errorf("priming rests until %s after a prime its caller cut short, want it not to rest", time.Unix(0, off))
+	}
+	if strings.Contains(logs.String(), "routed before all their keys were read") {
+		t.Errorf("a prime cut short by its caller logged that the keys could not be read:\n%s", logs.String())
+	}
+}
