@@ -281,9 +281,11 @@ type Config struct {
 	// gate has their keys read from Redis there (route.Router.Expect, then the tick's
 	// TickNow), so that a team the fleet holds or has over its limit is limited from the
 	// first of its records waiting, not admitted by this gate's own count of them until
-	// its next tick. Nothing is routed meanwhile, and a rebalance waits for it: it should
+	// its next tick. Nothing is routed meanwhile, and at least once a rebalance waits for
+	// it (exactly once it goes on, and the open transaction aborts): it should
 	// return within about a tick, and soon after ctx ends (at least once a rebalance
-	// waiting for the poll ends ctx; exactly once, the consumer's stop).
+	// waiting for the poll ends ctx; exactly once, a revoke or a loss, which aborts the
+	// open transaction, or the end of the shutdown's grace).
 	Prime func(ctx context.Context, recs []*kgo.Record)
 	// StallNotReady is how long the gate may make no progress (no poll or commit; exactly
 	// once, no transaction committed) while it has work before it reports not ready

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -320,5 +321,62 @@ func TestPrimeSampleBoundsAPollOfManyPartitions(t *testing.T) {
 	}
 	if last := got[len(got)-1].Partition; last < 590 {
 		t.Errorf("the sample ends at partition %d of 600: want it spread over the poll", last)
+	}
+}
+
+// TestPrimeCutShortByARevokeExactlyOnce: exactly once, a revoke while a poll's keys are
+// being read (Config.Prime) aborts the open transaction, whose records the partition's
+// next owner routes: the read is cut short, as at least once a rebalance waiting for the
+// poll cuts it, and the gate goes on. Before, Prime was given a context that never ended
+// under exactly-once delivery: a read a slow Redis held went on for its whole bound
+// after the revoke (here, until the test let it go), the gate routing nothing meanwhile.
+func TestPrimeCutShortByARevokeExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 40
+	env := newEOSEnv(t, parts)
+	entered := make(chan struct{})
+	var once sync.Once
+	ended := make(chan error, 1)
+	env.ccfg.Prime = func(ctx context.Context, recs []*kgo.Record) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return
+		}
+		close(entered)
+		select {
+		case <-ctx.Done():
+			ended <- nil
+		case <-time.After(30 * time.Second): // a read that takes its time
+			ended <- errors.New("Prime's context did not end within 30s of its call")
+		}
+	}
+	a := env.start(t, "a")
+	prod := producer(t, env.cluster)
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%5))
+	}
+	produceAll(t, prod, recs)
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first poll was never primed")
+	}
+	b := env.start(t, "b") // its join revokes a partition of a's
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Prime still reading keys 20s after the member joined")
+	}
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	b.stop(t)
+	a.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 }

@@ -516,7 +516,9 @@ func (c *Consumer) routeTxn(ws []work) {
 	if c.cfg.StartOffset == StartLatest && !c.commitTxnStarts(ws) {
 		return // the transaction aborts: its records since the last commit, this poll's too, are replayed
 	}
-	c.prime(c.runCtx, ws)
+	// Under the transaction's routing context: a revoke or loss, which aborts the
+	// transaction, cuts the read short, as does the end of the shutdown's grace.
+	c.prime(c.txn.ctx, ws)
 	if c.isolating(ws) {
 		// A record must be produced alone: one goroutine routes the poll, so that
 		// nothing else is in flight when it is.

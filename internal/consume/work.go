@@ -143,8 +143,9 @@ func (c *Consumer) prime(ctx context.Context, ws []work) {
 		c.cfg.Prime(ctx, recs)
 	}
 	if ctx.Err() != nil {
-		// Cut short (at least once, a rebalance waiting for this poll): none of ws is
-		// routed, and a partition kept polls these records again: its first poll is then
+		// Cut short (at least once, a rebalance waiting for this poll; exactly once, a
+		// revoke or loss aborting the transaction): none of ws is routed, and a partition
+		// kept polls these records again: its first poll is then
 		// primed whole again, not sampled as a later one, and a lagging one's sampled.
 		for _, p := range first {
 			p.primed.Store(false)
