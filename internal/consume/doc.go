@@ -115,9 +115,10 @@
 //   - A record counts once toward its team however often its transaction is replayed
 //     by this gate, and goes where it went the first time: records below how far the
 //     limiter has counted a partition are not counted again, and take the decisions
-//     their first routing made (route.Decisions), kept until the group commits past
-//     them (judged afresh only after a rules reload, or past where a broker's loss
-//     made the log diverge). A partition that moves to another gate
+//     their first routing made (route.Decisions), kept until the gate commits past
+//     them or commits without owning their partition (judged afresh only after a rules
+//     reload, when their partition comes back after such a commit, or past where a
+//     broker's loss made the log diverge). A partition that moves to another gate
 //     mid-transaction is counted again there (at most the open transaction's records of
 //     it per rebalance).
 //   - A crashed instance's open transaction holds back read_committed readers of the

@@ -479,6 +479,76 @@ func TestExactlyOnceRetriedTransactionGoesWhereItWent(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceDecisionsOfARevokedPartitionGo: the decisions an aborted transaction
+// kept for a partition (route.Decisions, for its replay) are let go once the gate commits
+// a transaction without owning the partition: its next owner routes and commits those
+// records, and this gate never routes them again. Before, a partition revoked while its
+// records were in an aborted transaction kept them for the life of the process, a
+// transaction's records' worth of decisions each (8 bytes and a byte a rule a record
+// over), though a partition revoked for good was meant to take no memory.
+func TestExactlyOnceDecisionsOfARevokedPartitionGo(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEOSEnv(t, parts)
+	env.ccfg.ProduceRetries = 1
+	env.ccfg.Jitter = shortJitter
+	env.lcfg.Threshold = 2 // every team over: each record's decisions are kept
+	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	var recs []*kgo.Record
+	for i := range 8 {
+		recs = append(recs, teamInputs("team-"+strconv.Itoa(i), i*20, i*20+20)...)
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	a := env.start(t, "a")
+	// The partitions a keeps decisions for: read once a is idle (the routing goroutines
+	// write them unlocked).
+	held := func() (ids []int32) {
+		a.c.txn.countedMu.Lock()
+		defer a.c.txn.countedMu.Unlock()
+		for id, d := range a.c.txn.decisions {
+			if d.Len() > 0 {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	// Read under countedMu, unlike the decisions, which the routing goroutines write.
+	countedBoth := func() bool {
+		a.c.txn.countedMu.Lock()
+		defer a.c.txn.countedMu.Unlock()
+		return len(a.c.txn.counted) == parts
+	}
+	waitFor(t, 30*time.Second, "both partitions routed in transactions that abort", func() bool {
+		return countedBoth() && testutil.ToFloat64(a.c.m.transactions.WithLabelValues("aborted")) >= 1
+	})
+	b := env.start(t, "b") // takes a partition from a, for good
+	waitOwning(t, b)
+	fault.Remove()
+	out := collect(t, env.cluster, len(recs), 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	if lost, dup := out.conservation(len(recs)); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost, %d duplicated", len(lost), len(dup))
+	}
+	// a commits on its own partition (more records, so that it has a transaction to commit).
+	before := testutil.ToFloat64(a.c.m.transactions.WithLabelValues("committed"))
+	produceAll(t, producer(t, env.cluster), teamInputs("team-late", len(recs), len(recs)+20))
+	waitFor(t, 30*time.Second, "a committing again", func() bool {
+		return testutil.ToFloat64(a.c.m.transactions.WithLabelValues("committed")) > before
+	})
+	a.c.partsMu.Lock()
+	var stale []int32
+	for _, id := range held() {
+		if a.c.parts[id] == nil {
+			stale = append(stale, id)
+		}
+	}
+	a.c.partsMu.Unlock()
+	if len(stale) > 0 {
+		t.Errorf("gate a keeps decisions for partitions %v it no longer owns, after committing", stale)
+	}
+}
+
 // TestPreflightMissingTopic: an output topic that does not exist (auto-creation off, as
 // in production) keeps the gate not ready, saying which topic, and consuming nothing;
 // once the topic is created the gate starts. Before, it joined and retried produces

@@ -409,7 +409,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		// Only a commit is progress: an aborted transaction's records are polled and
 		// routed again, and a gate whose every transaction aborts is stuck (watchdog.go).
 		c.progressed()
-		c.txn.committed(offs)
+		c.txn.committed(offs, c.ownedIDs())
 	}
 	if err == nil && !committed {
 		c.rewindTxnStarts()
@@ -859,6 +859,18 @@ func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
 		c.reroutes[key] = r
 	}
 	return transient
+}
+
+// ownedIDs returns the partitions this consumer owns, read under partsMu before a caller
+// takes a lock of its own (txnState.committed takes countedMu).
+func (c *Consumer) ownedIDs() map[int32]bool {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	ids := make(map[int32]bool, len(c.parts))
+	for id := range c.parts {
+		ids[id] = true
+	}
+	return ids
 }
 
 // owned returns the state of partition id if this consumer owns it.

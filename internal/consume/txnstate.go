@@ -126,7 +126,7 @@ type txnState struct {
 	// limiter counted and the group has not committed (route.Decisions): routed again
 	// after an abort, they go where they went. Under countedMu; a partition's is used by
 	// the goroutine routing it, and emptied by the loop's goroutine between transactions
-	// once they commit.
+	// once they commit (committed).
 	decisions map[int32]*route.Decisions
 }
 
@@ -148,15 +148,17 @@ func (t *txnState) decisionsOf(p int32) *route.Decisions {
 // committed forgets the decisions of the records a transaction committed, offs being
 // the offsets it committed by partition: those records are never routed again. A
 // partition it committed nothing of keeps its own, for an abort's replay to come, unless
-// it holds none: its entry goes (a partition revoked for good takes no memory), made
-// again at its next routing.
-func (t *txnState) committed(offs map[int32]kgo.EpochOffset) {
+// it holds none or is not among owned, the partitions the gate owns: its entry goes, made
+// again at its next routing. A partition revoked while an aborted transaction held its
+// records is its next owner's to route and commit: kept, its decisions stayed for the
+// life of the process, were it never assigned here again.
+func (t *txnState) committed(offs map[int32]kgo.EpochOffset, owned map[int32]bool) {
 	t.countedMu.Lock()
 	defer t.countedMu.Unlock()
 	for p, d := range t.decisions {
 		if o, ok := offs[p]; ok {
 			d.DropBelow(o.Offset)
-		} else if d.Len() == 0 {
+		} else if d.Len() == 0 || !owned[p] {
 			delete(t.decisions, p)
 		}
 	}
