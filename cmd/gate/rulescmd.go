@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -88,7 +89,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			if m.Not {
 				op = "not in"
 			}
-			match = append(match, fmt.Sprintf("%s %s [%s]", m.Field, op, strings.Join(m.Values, ",")))
+			match = append(match, fmt.Sprintf("%s %s [%s]", cli.Shown(m.Field.String()), op, matchValues(m.Values)))
 		}
 		var lims []string
 		for _, l := range r.Limits {
@@ -105,7 +106,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		if len(r.Force) > 0 {
 			action += fmt.Sprintf(", %d forced", len(r.Force))
 		}
-		key := r.Key.String()
+		key := cli.Shown(r.Key.String()) // a field name may hold a tab or a newline, which would break the table
 		if r.SkipMissing {
 			key += " (skip if missing)"
 		}
@@ -213,6 +214,19 @@ func ruleKeys(cfg config.Config, r rules.Rule) string {
 		keys[i] = cfg.RuleKeyPrefix(r, i) + ":" + tag + "{key}:{epoch}"
 	}
 	return strings.Join(keys, ", ")
+}
+
+// matchValues is a match list as the table shows it: the values joined with ',', each
+// quoted (Go syntax) when it holds a ',', '[' or ']' or is not plain text (cli.Shown).
+// Joined as they are, ['a,b', c] read [a,b,c], three values where the rule has two.
+func matchValues(vs []string) string {
+	shown := make([]string, len(vs))
+	for i, v := range vs {
+		if shown[i] = cli.Shown(v); shown[i] == v && strings.ContainsAny(v, ",[]") {
+			shown[i] = strconv.Quote(v)
+		}
+	}
+	return strings.Join(shown, ",")
 }
 
 // limitText is l as a rules file writes it (1h:5000), where Limit.String, the metrics'

@@ -223,3 +223,24 @@ func TestRulesCheckShowsTheKeysOfTheRedisMode(t *testing.T) {
 		}
 	}
 }
+
+// gate rules check shows each match value apart: a value holding a comma, a bracket or
+// a tab is quoted. Joined as they were, in: ['a,b', c] read [a,b,c], three values where
+// the rule matches two, and a tab split the table's columns.
+func TestRulesCheckShowsMatchValuesApart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	body := "rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:10]\n" +
+		"    match: [{field: json:event, in: ['x,y', z, \"t\\tu\", 'p] and json:q in [r']}]\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"rules", "check", path}, testHost(nil), &stdout, &stderr); err != nil {
+		t.Fatalf("%v, stderr %q", err, stderr.String())
+	}
+	want := `json:event in ["x,y",z,"t\tu","p] and json:q in [r"]`
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("output lacks %s:\n%s", want, stdout.String())
+	}
+}
