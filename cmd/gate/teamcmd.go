@@ -167,7 +167,7 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 			release = "not before " + l.ReleaseAt.UTC().Format(time.RFC3339)
 		}
 		if byRule {
-			fmt.Fprintf(tw, "%s\t", l.Rule)
+			fmt.Fprintf(tw, "%s\t", ruleText(l.Rule, l.Shadow))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\t%s\t%s\n",
 			windowText(l.Window), thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release, base, spiking)
@@ -183,7 +183,10 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 		}
 		forcedBy[l.Rule] = true
 		why := "forced by GATE_FORCE_OVERFLOW: every record of it goes to overflow (reason forced)"
-		if l.Rule != "" {
+		switch {
+		case l.Shadow:
+			why = "in shadow rule " + l.Rule + "'s force list: every record of it the rule matches is counted as forced, and goes where the other rules send it,"
+		case l.Rule != "":
 			why = "forced by rule " + l.Rule + "'s force list: every record of it the rule matches takes the rule's action (reason forced)"
 		}
 		if _, err := fmt.Fprintf(stdout, "%s whatever its level; its threshold applies once it is taken out of the list\n", why); err != nil {
@@ -316,7 +319,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		for _, l := range t.Limits {
 			fmt.Fprintf(tw, "%s\t", shownTeam(t))
 			if byRule {
-				fmt.Fprintf(tw, "%s\t", orDash(l.Rule))
+				fmt.Fprintf(tw, "%s\t", orDash(ruleText(l.Rule, l.Shadow)))
 			}
 			under := underText(l)
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\n", windowText(l.Window), thresholdText(l), l.Level, 100*l.Pressure, l.Tier, l.Limited, under)
@@ -325,7 +328,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		// or tag caches none of its keys under the floor): a row of its own, so that no
 		// team the heading counts is missing from the table.
 		for _, r := range t.Rotating {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\trotating\t%v\t-\n", shownTeam(t), r.Rule, r.OnCardinality == limit.CardinalityOverflow.String())
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\trotating\t%v\t-\n", shownTeam(t), ruleText(r.Rule, r.Shadow), r.OnCardinality == limit.CardinalityOverflow.String() && !r.Shadow)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -340,6 +343,15 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// ruleText is a rule's name as the tables show it: a shadow rule's marked, as its rows
+// say what it would do, not what happens to the records.
+func ruleText(rule string, shadow bool) string {
+	if shadow {
+		return rule + " (shadow)"
+	}
+	return rule
 }
 
 // shownTeam is t's key as gate team shows a key (cli.Shown): from team_quoted when it is

@@ -92,7 +92,7 @@ func newTopCache() *ttlcache.Cache[int, cachedTop] {
 }
 
 // TeamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
-// then GATE_LIMITS' in order), and Limited when any of them is. A team rotating
+// then GATE_LIMITS' in order), and Limited when any of them is, but a shadow rule's. A team rotating
 // identities under a rule (Rotating) has, under on_cardinality collapse, its collapsed
 // key's rows as its rows of that rule, and is Limited under overflow; so does a user key
 // of it that is not cached (its records are checked so), besides its own under_floor row.
@@ -110,7 +110,10 @@ type TeamJSON struct {
 }
 
 type LimitJSON struct {
-	Rule   string `json:"rule,omitempty"` // with rules: the rule this row is of
+	Rule string `json:"rule,omitempty"` // with rules: the rule this row is of
+	// Shadow: the rule is a shadow rule. Limited says what it would do; it limits
+	// nothing, and the team's Limited leaves it out.
+	Shadow bool   `json:"shadow,omitempty"`
 	Window string `json:"window"`
 	// Unit is what Threshold, Level, GlobalEstimate and Pending count: "events", or
 	// "bytes" of value (GATE_COST, a rule's cost).
@@ -175,6 +178,8 @@ type RotatingJSON struct {
 	Keys          int64     `json:"keys"`
 	Since         time.Time `json:"since"`
 	OnCardinality string    `json:"on_cardinality"`
+	// Shadow: the rule is a shadow rule, whose on_cardinality sends nothing away.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // now is the limiters' clock's time.
@@ -207,9 +212,9 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 			if rt.Team != field && rt.Team != key && key != collapsed && (!isMember || member.Team != rt.Team) {
 				continue
 			}
-			v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String()})
+			v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String(), Shadow: rl.Shadow})
 			switch {
-			case rt.Action == limit.CardinalityOverflow:
+			case rt.Action == limit.CardinalityOverflow && !rl.Shadow:
 				// The checks of its keys under the floor answer limited.
 				v.Limited = true
 			case rt.Action == limit.CardinalityCollapse && key != collapsed:
@@ -222,19 +227,19 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 			for _, k := range keys {
 				if s, ok := l.Snapshot(now, k); ok {
 					row := limitView(now, l, s)
-					row.Rule, row.Unit = rl.Name, rl.Cost.String()
+					row.Rule, row.Unit, row.Shadow = rl.Name, rl.Cost.String(), rl.Shadow
 					if forced && k == key {
 						row.Forced, row.Limited = true, true
 					}
 					v.Limits = append(v.Limits, row)
-					v.Limited = v.Limited || row.Limited
+					v.Limited = v.Limited || row.Limited && !rl.Shadow
 				} else if n, floor, ok := l.Untracked(now, k); ok && n > 0 && k == key {
 					thr := l.Config().Threshold
 					v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Unit: rl.Cost.String(), Threshold: thr,
 						Level: float64(n), Pressure: float64(n) / float64(thr), Tier: limit.TierOf(float64(n) / float64(thr)).String(),
 						FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String(),
-						Forced: forced, Limited: forced})
-					v.Limited = v.Limited || forced
+						Forced: forced, Limited: forced, Shadow: rl.Shadow})
+					v.Limited = v.Limited || forced && !rl.Shadow
 				}
 			}
 		}
@@ -447,9 +452,13 @@ func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
 			add(keypart.Value(rt.Team))
 		}
 	}
+	// A shadow rule's rows rank nothing: the rule sends no record away.
 	maxPressure := func(t TeamJSON) float64 {
 		p := 0.0
 		for _, l := range t.Limits {
+			if l.Shadow {
+				continue
+			}
 			p = max(p, l.Pressure)
 			if l.Forced {
 				p = math.Inf(1) // every record of it is sent away, as over its limit
@@ -458,7 +467,7 @@ func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
 		// Every record of its keys under the floor goes to overflow, whatever their level:
 		// it is over its limit, ranked with the most pressed.
 		for _, r := range t.Rotating {
-			if r.OnCardinality == limit.CardinalityOverflow.String() {
+			if r.OnCardinality == limit.CardinalityOverflow.String() && !r.Shadow {
 				p = math.Inf(1)
 			}
 		}

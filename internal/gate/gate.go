@@ -102,6 +102,9 @@ type RuleLimits struct {
 	// Cost is what the rule's records count (GATE_COST without rules): its thresholds and
 	// levels are in events, or in bytes of value.
 	Cost route.Cost
+	// Shadow: the rule is counted and judged, and never changes where a record goes, so
+	// the team view says what it would do without calling its keys limited.
+	Shadow bool
 }
 
 // Options are what the caller changes in a gate: serve sets Writer and Clock, the demo

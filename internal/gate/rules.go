@@ -85,7 +85,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	cfg := g.cfg
 	var tlims []tick.Limit
 	for _, r := range set.Rules {
-		rl := RuleLimits{Name: r.Name, Force: r.Force, Key: r.Key, Cost: r.Cost}
+		rl := RuleLimits{Name: r.Name, Force: r.Force, Key: r.Key, Cost: r.Cost, Shadow: r.Shadow}
 		for i, lc := range cfg.RuleLimitConfigs(r) {
 			reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name, "limit": lc.Window.String()}, gen.reg)
 			lc.HashSeed = g.seed
