@@ -464,6 +464,12 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_BROKERS", value: "a:99999", want: "not host:port"},
 		{key: "GATE_KAFKA_BROKERS", value: "a:+9092", want: "not host:port"},
 		{key: "GATE_KAFKA_BROKERS", value: "a:00", want: "not host:port"},
+		// A host with a space in it (kafka-1 :9092) passed, and the gate started to wait,
+		// not ready, on a name no resolver answers.
+		{key: "GATE_KAFKA_BROKERS", value: "kafka-1 :9092", want: `entry "kafka-1 :9092": host "kafka-1 " holds a space or control character`},
+		{key: "GATE_KAFKA_BROKERS", value: "a:1,kafka 2:9092", want: `host "kafka 2" holds a space`},
+		{key: "GATE_REDIS_SENTINEL_ADDRS", value: "s 1:26379", want: `host "s 1" holds a space`,
+			env: map[string]string{"GATE_REDIS_MODE": "sentinel", "GATE_REDIS_SENTINEL_MASTER": "mymaster"}},
 		{key: "GATE_INPUT_TOPIC", value: "events in", want: "a Kafka topic name"},
 		{key: "GATE_ACCEPTED_TOPIC", value: "events", want: "the input and the outputs must all differ"},
 		{key: "GATE_OUTCOMES_TOPIC", value: "events_overflow", want: "the input and the outputs must all differ"},

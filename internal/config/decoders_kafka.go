@@ -36,6 +36,10 @@ func (b *brokerList) Decode(text string) error {
 			return fmt.Errorf("entry %d is empty", i+1)
 		case err != nil || host == "" || !validPort(port) || strings.Trim(port, "0") == "": // port 0 or 00
 			return fmt.Errorf("entry %q is not host:port", s)
+		case strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+			// No host name or address holds one: the gate would start and wait, not ready,
+			// on a name no resolver answers.
+			return fmt.Errorf("entry %q: host %q holds a space or control character", s, host)
 		}
 		out = append(out, s)
 	}
