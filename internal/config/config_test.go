@@ -617,6 +617,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_SYNC_FLOOR", value: "-0.01", want: "above 0"},
 		{key: "GATE_DIVERT_HOLD", value: "-1s", want: "0 or more"},
 		{key: "GATE_DIVERT_HOLD", value: "soon", want: "want a duration such as 60s, or 0 for no hold"},
+		// A duration past what Go holds said "not a duration", as every other duration
+		// variable says "out of range".
+		{key: "GATE_DIVERT_HOLD", value: "9999999h", want: `GATE_DIVERT_HOLD="9999999h": out of range (a duration is at most 2562047h); want`},
 		{key: "GATE_DIVERT_HOLD", value: "30s", want: "0 or unset with GATE_CLOCK=event", env: map[string]string{"GATE_CLOCK": "event"}},
 		{key: "GATE_THRESHOLD_MODE", value: "learned", want: "want static or adaptive"},
 		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "static unless GATE_WINDOW (7m) divides an hour", env: map[string]string{"GATE_WINDOW": "7m"}},

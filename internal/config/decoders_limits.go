@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -135,7 +136,11 @@ func (h *divertHold) Decode(text string) error {
 		return nil
 	}
 	d, err := time.ParseDuration(text)
-	if err != nil && text != "0" {
+	switch {
+	case err != nil && rules.DurationOutOfRange(text):
+		// Said as Load says it of the other durations: "not a duration" read as a typo.
+		return errors.New("out of range (a duration is at most 2562047h)")
+	case err != nil && text != "0":
 		return fmt.Errorf("not a duration: %q", text)
 	}
 	*h = divertHold{d: d, set: true}
