@@ -209,6 +209,7 @@ var agreeCases = []agreeCase{
 	{"brokers port 99999", `kafka: {brokers: ["kafka:99999"]}`, false},
 	{"brokers user info", `kafka: {brokers: ["user@kafka:9092"]}`, false},
 	{"brokers two colons", `kafka: {brokers: ["a:b:9092"]}`, false},
+	{"brokers host with a space", `kafka: {brokers: ["kafka 0:9092"]}`, false},
 	// GATE_COMMIT_INTERVAL: at least 10ms.
 	{"commitInterval 10ms", `kafka: {commitInterval: 10ms}`, true},
 	{"commitInterval .01s", `kafka: {commitInterval: .01s}`, true},
@@ -219,6 +220,7 @@ var agreeCases = []agreeCase{
 	{"sentinel addrs [fd00::1]:26379", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["[fd00::1]:26379"]}}`, true},
 	{"sentinel addrs port 0", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["s:0"]}}`, false},
 	{"sentinel addrs port 99999", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["s:99999"]}}`, false},
+	{"sentinel addrs host with a space", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["s 1:26379"]}}`, false},
 	// GATE_KAFKA_CLIENT_ID: at most 247 bytes.
 	{"clientId 247 bytes", `kafka: {clientId: "` + strings.Repeat("c", 247) + `"}`, true},
 	{"clientId 248 bytes", `kafka: {clientId: "` + strings.Repeat("c", 248) + `"}`, false},
