@@ -255,6 +255,25 @@ var agreeCases = []agreeCase{
 	{"overrides at the largest threshold", `limit: {overrides: {t: 8796093022207}}`, true},
 	{"overrides over the largest threshold", `limit: {overrides: {t: 8796093022208}}`, false},
 	{"overrides 0", `limit: {overrides: {t: 0}}`, false},
+	// GATE_KEY_FROM, GATE_EVENT_TIME_FROM: each field, and each part of a dotted one, not
+	// empty and neither starting nor ending with white space, a header name likewise (the
+	// value trimmed, as every variable is). The schema's first patterns rendered these for
+	// gates that refuse them: the pods crash-looped.
+	{"keyFrom json:team_id+distinct_id", `routing: {keyFrom: "json:team_id+distinct_id"}`, true},
+	{"keyFrom json:properties.team", `routing: {keyFrom: "json:properties.team"}`, true},
+	{"keyFrom json:a b", `routing: {keyFrom: "json:a b"}`, true},
+	{"keyFrom header:x-team+id", `routing: {keyFrom: "header:x-team+id"}`, true},
+	{"keyFrom ending in a space", `routing: {keyFrom: "json:team_id+distinct_id "}`, true},
+	{"keyFrom json: team", `routing: {keyFrom: "json: team"}`, false},
+	{"keyFrom json:a+ b", `routing: {keyFrom: "json:a+ b"}`, false},
+	{"keyFrom json:a..b", `routing: {keyFrom: "json:a..b"}`, false},
+	{"keyFrom json:a.", `routing: {keyFrom: "json:a."}`, false},
+	{"keyFrom json:a+", `routing: {keyFrom: "json:a+"}`, false},
+	{"keyFrom header: x", `routing: {keyFrom: "header: x"}`, false},
+	{"eventTimeFrom json:ts", `limit: {clock: event, eventTimeFrom: "json:ts"}`, true},
+	{"eventTimeFrom json:props.ts", `limit: {clock: event, eventTimeFrom: "json:props.ts"}`, true},
+	{"eventTimeFrom json: ts", `limit: {clock: event, eventTimeFrom: "json: ts"}`, false},
+	{"eventTimeFrom json:a..b", `limit: {clock: event, eventTimeFrom: "json:a..b"}`, false},
 }
 
 // TestChartAgreesWithGate: for each of agreeCases the chart (values.schema.json, then
