@@ -565,3 +565,34 @@ func TestTeamTablesSayBytes(t *testing.T) {
 		}
 	}
 }
+
+// gate team shows a shadow rule's rows as the rule's, marked (shadow), and a key over it
+// alone as under its limits: the rule sends no record away.
+func TestTeamCommandShadowRule(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	clk := clock.NewFake(t0)
+	newLim := func(thr int64) *limit.Limiter {
+		l, err := limit.New(limit.Config{Window: time.Minute, Threshold: thr}, clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	trial, team := newLim(10), newLim(1000)
+	rs := []gate.RuleLimits{{Name: "trial", Lims: []*limit.Limiter{trial}, Shadow: true}, {Name: "team", Lims: []*limit.Limiter{team}}}
+	trial.CheckAt(t0, "t1", 50)
+	team.CheckAt(t0, "t1", 50)
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, func() []gate.RuleLimits { return rs })))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, args := range [][]string{{"team", "-addr", addr, "t1"}, {"team", "-addr", addr, "-top", "5"}} {
+		var out, stderr bytes.Buffer
+		if err := run(t.Context(), args, testHost(nil), &out, &stderr); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if !strings.Contains(out.String(), "trial (shadow)") || strings.Contains(out.String(), "LIMITED\n") {
+			t.Errorf("%v:\n%s\nwant the rule shown as trial (shadow), the team not LIMITED", args, out.String())
+		}
+	}
+}
