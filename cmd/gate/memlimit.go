@@ -44,7 +44,11 @@ type memoryHost struct {
 // saying none was set, for serve to log.
 func setMemoryLimit(getenv func(string) string, ratio float64, m memoryHost) (memLimit, error) {
 	if v := getenv("GOMEMLIMIT"); v != "" {
-		return memLimit{bytes: m.set(-1), from: "GOMEMLIMIT=" + v}, nil
+		b := m.set(-1)
+		if b == math.MaxInt64 {
+			b = 0 // GOMEMLIMIT=off: none, which the start-up line says as 0
+		}
+		return memLimit{bytes: b, from: "GOMEMLIMIT=" + v}, nil
 	}
 	if ratio == 0 {
 		return memLimit{from: "none: GATE_MEMORY_LIMIT_RATIO=0"}, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,7 @@ func TestSetMemoryLimit(t *testing.T) {
 		ratio      float64
 		limit      uint64
 		err        error
+		runtime    int64  // the runtime's limit before (0: math.MaxInt64, Go's default, none)
 		want       int64  // the runtime's limit after, math.MaxInt64 for Go's default, none
 		wantFrom   string // in memLimit.from
 		wantErr    bool
@@ -66,13 +68,16 @@ func TestSetMemoryLimit(t *testing.T) {
 		{name: "ratio of the container's", ratio: 0.9, limit: gib, want: 966367641, wantFrom: "0.9 of the container's memory limit (1073741824 bytes)", wantAsked: true, wantBytes: 966367641, wantWrites: 1},
 		{name: "the whole limit", ratio: 1, limit: gib, want: gib, wantFrom: "1 of the container's", wantAsked: true, wantBytes: gib, wantWrites: 1},
 		{name: "a limit past int64", ratio: 1, limit: math.MaxUint64, want: math.MaxInt64, wantFrom: "1 of the container's", wantAsked: true, wantBytes: math.MaxInt64, wantWrites: 1},
-		{name: "GOMEMLIMIT wins", env: map[string]string{"GOMEMLIMIT": "900MiB"}, ratio: 0.9, limit: gib, want: math.MaxInt64, wantFrom: "GOMEMLIMIT=900MiB", wantBytes: math.MaxInt64},
+		{name: "GOMEMLIMIT wins", env: map[string]string{"GOMEMLIMIT": "900MiB"}, runtime: 900 << 20, ratio: 0.9, limit: gib, want: 900 << 20, wantFrom: "GOMEMLIMIT=900MiB", wantBytes: 900 << 20},
+		// GOMEMLIMIT=off leaves the runtime without a limit (math.MaxInt64): the start-up
+		// line said 9223372036854775807 where it says 0 for none.
+		{name: "GOMEMLIMIT off", env: map[string]string{"GOMEMLIMIT": "off"}, ratio: 0.9, limit: gib, want: math.MaxInt64, wantFrom: "GOMEMLIMIT=off", wantBytes: 0},
 		{name: "off", ratio: 0, limit: gib, want: math.MaxInt64, wantFrom: "GATE_MEMORY_LIMIT_RATIO=0"},
 		{name: "no container limit", ratio: 0.9, err: memlimit.ErrNoLimit, want: math.MaxInt64, wantFrom: "no memory limit", wantAsked: true},
 		{name: "unreadable", ratio: 0.9, err: errors.New("open /sys/fs/cgroup/memory.max: permission denied"), want: math.MaxInt64, wantFrom: "could not be read", wantErr: true, wantAsked: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeMemory{limit: tc.limit, err: tc.err, runtime: math.MaxInt64}
+			f := &fakeMemory{limit: tc.limit, err: tc.err, runtime: cmp.Or(tc.runtime, math.MaxInt64)}
 			m, err := setMemoryLimit(getenvFrom(tc.env), tc.ratio, f.host())
 			if (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "permission denied") {
 				t.Errorf("error %v, want one: %v (with the cause)", err, tc.wantErr)
