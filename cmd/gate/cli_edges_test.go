@@ -165,6 +165,11 @@ func TestGateAddrErrorNamesItsSource(t *testing.T) {
 		{[]string{"team", "-addr", "", "42"}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:1"}, `-addr is empty`},
 		{[]string{"team", "-addr=", "-top", "5"}, nil, `-addr is empty`},
 		{[]string{"healthcheck", "-addr", ""}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:1"}, `-addr is empty`},
+		// Port 0 has the gate choose a free one at start: asked at 127.0.0.1:0, the
+		// commands said "connection refused", as if no gate ran.
+		{[]string{"healthcheck"}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:0"}, `GATE_HTTP_ADDR="127.0.0.1:0": port 0`},
+		{[]string{"team", "42"}, map[string]string{"GATE_HTTP_ADDR": ":0"}, `GATE_HTTP_ADDR=":0": port 0`},
+		{[]string{"healthcheck", "-addr", "127.0.0.1:0"}, nil, `-addr "127.0.0.1:0": port 0`},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(t.Context(), tt.args, testHost(tt.env), &stdout, &stderr)

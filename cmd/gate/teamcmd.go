@@ -413,6 +413,14 @@ func gateURL(cmd, addr string, fs *flag.FlagSet, getenv func(string) string) (st
 		}
 		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: -addr %q is not host:port", cmd, target)}
 	}
+	// Port 0 has the gate listen on a free port it chooses at start (its start-up line's
+	// http_addr): asked at port 0, the dial failed as if no gate ran.
+	if strings.Trim(port, "0") == "" && port != "" {
+		if addr == "" {
+			return "", config.Problems{fmt.Errorf("GATE_HTTP_ADDR=%q: port 0 has the gate choose a free port at start, which %s cannot know: give %s -addr HOST:PORT, the start-up line's http_addr", env, cmd, cmd)}
+		}
+		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: -addr %q: port 0 is no port to ask: give the gate's, the start-up line's http_addr", cmd, target)}
+	}
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
 	}
