@@ -102,7 +102,8 @@ type Consumer struct {
 	preflightWait atomic.Pointer[string]
 	// startRuleTopics are the rule topics in use when the consumer was made (those
 	// Config.OutputTopics lists with the gate's own): the preflight checks each only
-	// while a rule in use still sends to it.
+	// while a rule in use still sends to it, and the topics written (writtenTopics) take
+	// them from the watch.
 	startRuleTopics []string
 	// outstanding counts the records handed to the client whose promise has not
 	// finished (at-least-once): zero means every failure is in the retry queue.

@@ -400,7 +400,11 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 // writtenTopics are the output topics and the rule topics in use (not those marked
 // missing: checkRuleTopics watches them, and their records go to overflow meanwhile).
 func (c *Consumer) writtenTopics() []string {
-	topics := slices.Clone(c.cfg.OutputTopics)
+	// The rule topics the gate started with are in OutputTopics too (for the preflight):
+	// taken from the watch instead, so that one a reload dropped, or one marked missing,
+	// is left out as any other rule topic is (a review: a retired one's changed
+	// max.message.bytes was warned of, with advice to restart the gates).
+	topics := slices.DeleteFunc(slices.Clone(c.cfg.OutputTopics), func(t string) bool { return slices.Contains(c.startRuleTopics, t) })
 	if w := c.cfg.RuleTopics; w != nil {
 		for _, t := range w.Topics() {
 			if !w.Missing(t) && !slices.Contains(topics, t) {

@@ -1,0 +1,76 @@
+package consume
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A rule topic the gate started with is one of Config.OutputTopics (internal/gate lists
+// it there for the preflight), but once a reload drops its rule, or while it is marked
+// missing, the gate writes nothing to it: its max.message.bytes read again every
+// TopicConfigInterval must not have the gate warn that its batch limit changed and that
+// the gates need a restart. Before, the start-up rule topics were read again whatever
+// became of them: a topic no rule used any more, its max.message.bytes changed, was
+// named in a warning to restart the gates; one deleted and created again, in the moment
+// before the rule topic check learned it anew, too.
+func TestRetiredStartRuleTopicNotWritten(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	const merges = "merges"
+	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+	logs := &syncBuffer{}
+	env.logs = logs
+	var describes atomic.Int64 // the reads of topic configs, the gate's and the test's
+	env.cluster.ControlKey(kmsg.DescribeConfigs.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		describes.Add(1)
+		return nil, nil, false
+	})
+	prod := producer(t, env.cluster)
+	adm := kadm.NewClient(prod)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	small := "4096"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, merges); err != nil {
+		t.Fatal(err)
+	}
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges} // as the gate's (internal/gate)
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "the batch limit of the rule topic read at start", func() bool { return g.c.batchMaxBytes(merges) == 4096 })
+
+	// Marked missing (its WRITE ACL revoked, say): not one of the topics written.
+	w.SetMissing(merges, true)
+	if got := g.c.writtenTopics(); slices.Contains(got, merges) {
+		t.Errorf("written topics %v with %s marked missing, want it left out", got, merges)
+	}
+	w.SetMissing(merges, false)
+
+	w.Use(nil) // a reload drops its rule
+	if got := g.c.writtenTopics(); slices.Contains(got, merges) {
+		t.Errorf("written topics %v with %s no rule's any more, want it left out", got, merges)
+	}
+	v := "8192"
+	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, merges)
+	if err == nil {
+		_, err = resp.On(merges, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := describes.Load()
+	waitFor(t, 20*time.Second, "the topics' limits read again", func() bool { return describes.Load() >= n+3 })
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "max.message.bytes changed") && strings.Contains(l, merges) {
+			t.Errorf("a warning naming a topic no rule uses: %s", l)
+		}
+	}
+}
