@@ -20,9 +20,10 @@ import (
 // its own topics, and routes nothing; once the topic exists it routes, the rule's records
 // to its topic. Deleted while the gate runs, the topic makes the gate not ready with the
 // topic named, and holds up nothing: every other team's records are routed, and the
-// rule's own go to the overflow topic, saying which topic they were for. Before the
-// topic was checked, the first record over the rule was retried without end and every
-// partition stopped routing (issue "One way through the gate").
+// rule's own go to the overflow topic, saying which topic they were for; created again,
+// it takes them again. Before the topic was checked, the first record over the rule was
+// retried without end and every partition stopped routing (issue "One way through the
+// gate").
 func TestRuleTopic(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, kafkaOpts{}, 1, 1)
@@ -141,5 +142,18 @@ func TestRuleTopic(t *testing.T) {
 	}
 	if logs := gt.Logs(); !strings.Contains(logs, "rule topic") || !strings.Contains(logs, merges) {
 		t.Errorf("the log does not name the missing rule topic:\n%s", gt.Logs())
+	}
+
+	// Created again: the gate is ready again, and the rule's records go to the new topic
+	// (the client forgets the deleted one's ID first).
+	s.k.CreateTopic(t, merges, 1)
+	waitReady(t, gt)
+	send("t1", "$identify", 2)
+	send("t2", "$pageview", 1)
+	if out := count(2, "the rule's records on its topic created again", merges); len(out) != 2 {
+		t.Errorf("on %s created again: %d records, want t1's 2", merges, len(out))
+	}
+	if out := count(13, "t2's record accepted", s.n.Outs()...); len(out) != 13 {
+		t.Errorf("the gate's own topics hold %d records, want 13 (t2's accepted)", len(out))
 	}
 }
