@@ -195,7 +195,10 @@ func (c *Consumer) watchRound(ctx context.Context, cl *kgo.Client) {
 		c.checkUnstable(ctx, cl, time.Now())
 	}
 	c.refreshLag(ctx, cl)
-	waiting := c.producerBuffered()
+	// The records failed back to the gate wait too (GATE_PRODUCE_RETRIES set, the client
+	// gives up on NOT_ENOUGH_REPLICAS): out of the client's buffer for most of the gate's
+	// backoff, counted alone they cleared the problem at every round that fell in one.
+	waiting := c.producerBuffered() + c.retry.pending.Load() + c.rowsRetrying()
 	if waiting == 0 || !c.outputsStuck() {
 		if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
 			c.log.Info("kafka: output partitions take writes again")
