@@ -383,11 +383,20 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 	if before != "" {
 		detail = before + "; then " + detail
 	}
+	if stage >= 2 {
+		// The dead letter of stage 1, refused in turn: counted when it was built.
+		r := c.router.DeadLetterAgain(in, "rejected", detail)
+		stampNow(r, in, c.clock.Now())
+		return c.strip(in, r)
+	}
 	r := c.router.DeadLetter(in, "rejected", detail)
 	stampNow(r, in, c.clock.Now())
-	if stage < 2 {
-		return r
-	}
+	return r
+}
+
+// strip returns r, in's dead letter, without its value, and without in's headers when
+// they are large (see deadLetterRecord).
+func (c *Consumer) strip(in, r *kgo.Record) *kgo.Record {
 	// The input's headers stay when they are small (ids and trace context are what an
 	// operator looks for); thousands of them, or huge ones, go with the value. Counted
 	// as encoded: each header's two lengths too, most of the size of thousands of tiny ones.

@@ -966,6 +966,13 @@ func (r *Router) eventTime(rec *kgo.Record) time.Time {
 // topic in dry run too: a refused record has nowhere else to go.
 func (r *Router) DeadLetter(rec *kgo.Record, reason, detail string) *kgo.Record {
 	r.records[reasonRejected].Inc()
+	return r.DeadLetterAgain(rec, reason, detail)
+}
+
+// DeadLetterAgain is DeadLetter without the count, for a record whose dead letter was
+// built and counted already and which the dead-letter topic refused in turn: the
+// copy sent there without its value is the same dead letter, not one more.
+func (r *Router) DeadLetterAgain(rec *kgo.Record, reason, detail string) *kgo.Record {
 	code := r.hdrValue[reasonRejected]
 	if reason != "" {
 		code = []byte(reason)
