@@ -24,8 +24,9 @@ import (
 // writes. They stay in every read until they are written (and so in what Redis returns)
 // or dropped (stale epoch).
 //
-// fleetRefused: while the instance refuses this gate's writes for what every gate meets
-// (OOM, NOREPLICAS, MISCONF, a command it lacks: fleetRefusals) it refuses every gate's,
+// fleetRefused: while the instance (in cluster mode, the read's primary) refuses this
+// gate's writes for what every gate meets (OOM, NOREPLICAS, MISCONF, a command it lacks:
+// fleetRefusals) it refuses every gate's,
 // and what the others count is missing from the read too. Each gate adding its own alone, N
 // gates sharing a team let N times its limit through (4 gates, a team at 4 × its limit:
 // 4,706 of 4,800 records admitted in 2 minutes, about 1,200 allowed;
@@ -39,13 +40,16 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
 		p := &t.plans[i]
-		// Refused for every gate alike: a full Redis, too few replicas, a failed
-		// snapshot, a command it lacks. READONLY and a refused login can be this gate's
-		// alone (a failover its client has not followed, a password its pod has not got
-		// yet), the others writing to the primary: their counts are in the read, and
-		// scaling this gate's own counted them twice, limiting a team under its limit.
-		refused := p.causes&fleetRefusals != 0 || p.missingCommand
 		for _, rc := range p.rcmds {
+			// Refused for every gate alike: a full Redis, too few replicas, a failed
+			// snapshot, a command it lacks; on the read's node (execute), not the
+			// instance's: one full primary of a cluster refuses no other's writes, and
+			// took every node's reads for refused ones, their fleet factors frozen.
+			// READONLY and a refused login can be this gate's alone (a failover its client
+			// has not followed, a password its pod has not got yet), the others writing to
+			// the primary: their counts are in the read, and scaling this gate's own
+			// counted them twice, limiting a team under its limit.
+			refused := t.lanes[rc.lane].refused
 			if rc.cmd.Err() != nil {
 				// Fail open: rebuild these views from what this gate counted, so that
 				// they keep draining instead of piling up pending records; the limiter

@@ -112,6 +112,7 @@ func (p *plan) has(part int) bool {
 type readCmd struct {
 	cmd   *redis.SliceCmd
 	teams []readRef
+	lane  int // the lane the teams' keys are on
 	// unsent: failed before it was sent, its lane's node hung (queueReads), and counted
 	// in failedReads then
 	unsent bool
@@ -184,7 +185,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 	left := t.instanceBudgets()
 	for li := range t.lanes {
 		ln := &t.lanes[li]
-		ln.hung = false
+		ln.hung, ln.refused = false, false
 		p := &t.plans[ln.inst]
 		for j, b := range ln.doubt {
 			if p.writes > 0 && len(b.items) > left[ln.inst] {

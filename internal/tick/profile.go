@@ -66,8 +66,9 @@ type profileWrite struct {
 
 // profileCmd is one profileScript sent, for n profiles.
 type profileCmd struct {
-	cmd *redis.Cmd
-	n   int
+	cmd  *redis.Cmd
+	n    int
+	lane int
 }
 
 // planProfiles puts every limiter's folded profiles into the plans of their lanes'
@@ -111,7 +112,7 @@ func (t *Ticker) queueProfiles(ctx context.Context, pipes []redis.Pipeliner, p *
 				keys[i] = w.key
 				args = append(args, w.old, w.val)
 			}
-			p.pcmds = append(p.pcmds, profileCmd{pipes[t.partOf[ln]].Eval(ctx, profileScript, keys, args...), n})
+			p.pcmds = append(p.pcmds, profileCmd{pipes[t.partOf[ln]].Eval(ctx, profileScript, keys, args...), n, ln})
 			ws = ws[n:]
 		}
 	}

@@ -156,13 +156,28 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		return true
 	}
 	if part&partWrites != 0 {
+		// The pipelines (in cluster mode, the primaries) that refused writes for what every
+		// gate meets there: their lanes' reads are applied as refused (applyReads), and only
+		// theirs, as one full node of a cluster refuses no other's writes.
+		var fleetRefused []bool
+		refusedOn := func(lane int, err error) {
+			if fleetRefusals&(1<<classify(err)) == 0 && !commandMissing(err) {
+				return
+			}
+			if fleetRefused == nil {
+				fleetRefused = make([]bool, len(pipes))
+			}
+			fleetRefused[t.partOf[lane]] = true
+		}
 		for _, b := range p.batches {
 			switch {
 			case b.out == outRefused && b.err == nil:
 				p.failedWrites += len(b.items) // behind a batch not applied, noted as its own
 			case b.out == outRefused || b.out == outUnknown:
 				p.failedWrites += len(b.items)
-				note(b.err)
+				if note(b.err) {
+					refusedOn(b.lane, b.err)
+				}
 			case len(b.failed) > 0:
 				p.failedWrites += len(b.failed)
 				causes.add(causeRedis)
@@ -171,8 +186,13 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			}
 		}
 		for _, pc := range p.pcmds {
-			if err := pc.cmd.Err(); err != nil {
-				note(err) // a profile write: no count is lost with it
+			if err := pc.cmd.Err(); err != nil && note(err) { // a profile write: no count is lost with it
+				refusedOn(pc.lane, err)
+			}
+		}
+		for _, li := range p.lanes {
+			if fleetRefused != nil && fleetRefused[t.partOf[li]] {
+				t.lanes[li].refused = true
 			}
 		}
 	}
@@ -280,7 +300,7 @@ func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeline
 			// wait for them.
 			cmd := redis.NewSliceCmd(ctx)
 			cmd.SetErr(context.DeadlineExceeded)
-			p.rcmds = append(p.rcmds, readCmd{cmd: cmd, teams: reads, unsent: true})
+			p.rcmds = append(p.rcmds, readCmd{cmd: cmd, teams: reads, lane: li, unsent: true})
 			p.failedReads += len(reads)
 			continue
 		}
@@ -292,7 +312,7 @@ func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeline
 			for ; k < len(reads) && (k == j || len(keys)+readKeys(reads[k].r) <= t.cfg.KeysPerCommand); k++ {
 				keys = t.appendReadKeys(keys, reads[k])
 			}
-			p.rcmds = append(p.rcmds, readCmd{cmd: pipe.MGet(ctx, keys...), teams: reads[j:k]})
+			p.rcmds = append(p.rcmds, readCmd{cmd: pipe.MGet(ctx, keys...), teams: reads[j:k], lane: li})
 			j = k
 		}
 	}

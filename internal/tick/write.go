@@ -179,6 +179,11 @@ type lane struct {
 	// hung: this tick's write phase waited for the lane's node to the deadline (execute);
 	// its read phase fails the lane's reads unsent (queueReads).
 	hung bool
+	// refused: this tick's writes to the lane's node (its instance; in cluster mode its
+	// primary, whichever lane they were for) were refused for what every gate meets there
+	// (execute, fleetRefused), so its reads hold the other gates' counts only as predicted
+	// (applyReads).
+	refused bool
 }
 
 // batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
