@@ -61,6 +61,16 @@ so that the report is the same as one goroutine's; on one when the keys share no
 // replayed, some megabytes before the first record.
 const maxReplayWorkers = 256
 
+// replayWorkers is the goroutines -workers n asks for on a process that may use procs
+// processors: n, or for 0 one a processor up to maxReplayWorkers, the bound an explicit
+// -workers has (a host of 384 processors built 384 workers' limiters).
+func replayWorkers(n, procs int) int {
+	if n == 0 {
+		return min(procs, maxReplayWorkers)
+	}
+	return n
+}
+
 type replayOpts struct {
 	rules, against, from, to, offsets, html, topic, clock string
 	top, workers                                          int
@@ -77,7 +87,7 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 	fs.StringVar(&o.topic, "topic", "", "read `TOPIC` (default GATE_INPUT_TOPIC)")
 	fs.StringVar(&o.clock, "clock", "", "judge on `CLOCK`: wall (each record at its record time, as a gate routing it then: holds, views read every tick) or event (each record in its own window, exact counts, faster; no holds, no learned thresholds) (default GATE_CLOCK)")
 	fs.IntVar(&o.top, "top", 20, "list the `N` most affected keys of each set")
-	fs.IntVar(&o.workers, "workers", 0, "route on up to `N` goroutines (0: as many as the processors this process may use)")
+	fs.IntVar(&o.workers, "workers", 0, "route on up to `N` goroutines (0: as many as the processors this process may use, up to 256)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.html, "html", "", fmt.Sprintf("also write the report to `FILE` as a self-contained page, with a chart for each of the %d most affected keys of each set (the rest of -top's in its table only)", replay.MaxChartsPerSet))
 	return fs
@@ -98,9 +108,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.workers < 0 || o.workers > maxReplayWorkers {
 		return &cli.UsageError{Msg: fmt.Sprintf("replay: -workers %d: want a number of goroutines up to %d, or 0 for one a processor", o.workers, maxReplayWorkers)}
 	}
-	if o.workers == 0 {
-		o.workers = runtime.GOMAXPROCS(0)
-	}
+	o.workers = replayWorkers(o.workers, runtime.GOMAXPROCS(0))
 	if o.top < 1 {
 		return &cli.UsageError{Msg: fmt.Sprintf("replay: -top %d: want a number of keys of 1 or more", o.top)}
 	}

@@ -101,6 +101,15 @@ func TestReplayCommand(t *testing.T) {
 	}
 }
 
+// -workers 0 takes one a processor within the bound an explicit -workers has.
+func TestReplayWorkersOfZeroBounded(t *testing.T) {
+	for _, c := range []struct{ n, procs, want int }{{0, 2, 2}, {0, maxReplayWorkers, maxReplayWorkers}, {0, 384, maxReplayWorkers}, {3, 384, 3}, {maxReplayWorkers, 2, maxReplayWorkers}} {
+		if got := replayWorkers(c.n, c.procs); got != c.want {
+			t.Errorf("-workers %d on %d processors: %d workers, want %d", c.n, c.procs, got, c.want)
+		}
+	}
+}
+
 func TestReplayCommandRefusesBadFlags(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}

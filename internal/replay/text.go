@@ -90,7 +90,11 @@ func WriteText(w io.Writer, r *Report) error {
 			_, err := fmt.Fprintf(w, "\n%s and %s limit every team alike\n", a, b)
 			return err
 		}
-		fmt.Fprintf(w, "\n%d teams limited differently, most changed first (change = %s − %s):\n", len(r.Diff), a, b)
+		teams := "teams"
+		if len(r.Diff) == 1 {
+			teams = "team"
+		}
+		fmt.Fprintf(w, "\n%d %s limited differently, most changed first (change = %s − %s):\n", len(r.Diff), teams, a, b)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "TEAM\tLIMITED (%s)\tLIMITED (%s)\tCHANGE\n", a, b)
 		shown := min(len(r.Diff), maxDiffRows)
@@ -102,7 +106,11 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		if more := len(r.Diff) - shown; more > 0 {
 			// Said, as the page says it: the header counts every team, the rows stop short.
-			_, err := fmt.Fprintf(w, "and %s more teams (-json lists every one)\n", n(int64(more)))
+			teams := "teams"
+			if more == 1 {
+				teams = "team"
+			}
+			_, err := fmt.Fprintf(w, "and %s more %s (-json lists every one)\n", n(int64(more)), teams)
 			return err
 		}
 	}

@@ -114,6 +114,20 @@ func TestWriteTextSaysTeamsNotListed(t *testing.T) {
 	}
 }
 
+// One team limited differently is said as one: the header read "1 teams".
+func TestWriteTextOneTeamLimitedDifferently(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Candidates: []CandidateReport{{Name: "a"}, {Name: "b"}},
+		Diff: []TeamDiff{{Team: "loud", A: 10, Change: 10}}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "\n1 team limited differently") {
+		t.Errorf("the diff's header for one team:\n%s", out)
+	}
+}
+
 // A rules file's per-rule rows count the records whose fate each rule decided, not every
 // record it checked as the gate's gate_rule_records_total does: a review read an
 // overflow rule's ACCEPTED of 0 beside thousands accepted, and dead letters summing to
