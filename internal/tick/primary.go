@@ -171,8 +171,10 @@ func (h primaryHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cn, err := next(ctx, network, addr) // addr is go-redis's placeholder; the dialer asks the sentinels
 		// A dial that timed out may have spent its time on a sentinel that hangs (go-redis
-		// then returns the deadline alone): the primary is tried too.
-		if sentinelsUnreachable(err) || errors.Is(err, context.DeadlineExceeded) {
+		// then returns the deadline alone): the primary is tried too. Not when the dial
+		// that failed was to the primary a sentinel named: they answered.
+		var named *primaryDialError
+		if sentinelsUnreachable(err) || errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &named) {
 			cn, err = h.w.fallback(ctx, network, err)
 		}
 		if err == nil && cn != nil {

@@ -1,16 +1,19 @@
 // Connecting to Redis, and placing a team in standalone mode. Dial, DialCluster and
 // DialSentinel make clients that connect lazily (a gate starts while Redis is down) and
-// retry no command but to follow a cluster's redirects, with one dial attempt: the next
-// tick is the retry, and a write is safe to repeat (writeScript). A URL's error never
+// retry no command of their own, with one dial attempt: the next tick is the retry, and a
+// write is safe to repeat (writeScript). The cluster client alone resends, within one
+// call, on a redirect and on the replies resentOn lists (errors.go). A URL's error never
 // repeats its password. InstanceFor places a team alike in every gate, and moves about
 // 1/(n+1) of the teams when a fleet goes from n instances to n+1.
 
 package tick
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -294,5 +297,37 @@ func DialSentinel(master string, sentinelAddrs []string, url string, o RedisOpti
 	if fopt.TLSConfig != nil && o.RootCAs != nil {
 		fopt.TLSConfig.RootCAs = o.RootCAs
 	}
+	// go-redis's own dialer, but for its errors dialing the primary the sentinels named,
+	// which PrimaryWatch's fallback must tell from theirs.
+	fopt.Dialer = sentinelDialer(sentinelAddrs, redis.NewDialer(&redis.Options{DialTimeout: fopt.DialTimeout, TLSConfig: fopt.TLSConfig}))
 	return redis.NewFailoverClient(fopt), nil
+}
+
+// primaryDialError is a failed dial to the primary a sentinel named: the sentinels
+// answered, so PrimaryWatch's fallback, for when none does, must not dial the last
+// primary instead (a failover to a primary this gate cannot reach sent its counts to the
+// demoted one, or, in a split, to one whose writes are dropped when it rejoins).
+type primaryDialError struct {
+	addr string
+	err  error
+}
+
+func (e *primaryDialError) Error() string { return e.err.Error() }
+func (e *primaryDialError) Unwrap() error { return e.err }
+
+// sentinelDialer is a failover client's dialer (FailoverOptions.Dialer, which go-redis
+// uses for its sentinels and for the primary alike): dial's, with an error dialing any
+// address other than the sentinels' a primaryDialError.
+func sentinelDialer(sentinels []string, dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+	sentinel := make(map[string]bool, len(sentinels))
+	for _, a := range sentinels {
+		sentinel[a] = true
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := dial(ctx, network, addr)
+		if err != nil && !sentinel[addr] {
+			return nil, &primaryDialError{addr: addr, err: err}
+		}
+		return cn, err
+	}
 }

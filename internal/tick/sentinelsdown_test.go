@@ -2,14 +2,19 @@ package tick
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // TestSentinelsDownKeepTheLastPrimary: with every sentinel unreachable (their pods
@@ -84,5 +89,60 @@ func testSentinelsDown(t *testing.T, hang bool) {
 	}
 	if len(logs.lines("level=WARN", "no sentinel answers")) != 1 {
 		t.Errorf("want one warning that no sentinel answers; log:\n%s", logs.buf.String())
+	}
+}
+
+// TestNamedPrimaryUnreachableIsNoFallback: the fallback is for sentinels that do not
+// answer. When they answered and the dial to the primary they named timed out (a failover
+// to a primary this gate cannot reach), it dialed the last primary instead and wrote
+// there: a review saw counts land on a server no sentinel named, logged as "no sentinel
+// answers". A sentinel's own dial timing out still falls back.
+func TestNamedPrimaryUnreachableIsNoFallback(t *testing.T) {
+	last, err := net.Listen("tcp", "127.0.0.1:0") // the last primary, still taking connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = last.Close() })
+	go func() {
+		for {
+			c, err := last.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	const sentinelAddr, namedAddr = "127.0.0.1:26379", "10.0.0.9:6379"
+	// A dial that timed out, as net's dialer says so: its deadline already past here.
+	timedOut := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithDeadline(ctx, time.Now())
+		defer cancel()
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	dial := sentinelDialer([]string{sentinelAddr}, timedOut)
+	logs := &logBuffer{}
+	w := &PrimaryWatch{master: "m", log: slog.New(slog.NewTextHandler(logs, nil)), clk: clock.Real{},
+		switches:    prometheus.NewCounter(prometheus.CounterOpts{Name: "switches"}),
+		dial:        redis.NewDialer(&redis.Options{DialTimeout: time.Second}),
+		dialTimeout: time.Second, fallbackLog: throttle.NewEvery(time.Minute, clock.Real{})}
+	w.connected(last.Addr().String())
+	for _, c := range []struct {
+		name     string
+		addr     string // the address the failover dialer dialed
+		fallback bool
+	}{{"the named primary's dial timed out", namedAddr, false}, {"a sentinel's dial timed out", sentinelAddr, true}} {
+		hooked := primaryHook{w}.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dial(ctx, network, c.addr)
+		})
+		cn, err := hooked(context.Background(), "tcp", "FailoverClient")
+		if cn != nil {
+			_ = cn.Close()
+		}
+		if got := err == nil; got != c.fallback {
+			t.Errorf("%s: connected to the last primary %v (err %v), want %v", c.name, got, err, c.fallback)
+		}
+		if !c.fallback && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: err %v, want the dial's timeout", c.name, err)
+		}
 	}
 }
