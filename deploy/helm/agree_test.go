@@ -247,6 +247,17 @@ var agreeCases = []agreeCase{
 	{"validateJson with json:team_id", `routing: {validateJson: true}`, true},
 	{"validateJson with the record key", `routing: {validateJson: true, keyFrom: key}`, false},
 	{"validateJson with a header", `routing: {validateJson: true, keyFrom: "header:team"}`, false},
+	// GATE_REDIS_URLS: a database number alone for a path, and no option the gate's
+	// clients set themselves (a review: the chart rendered these, the pods crash-looped).
+	// An option go-redis does not know is left to the gate's start, which names it: the
+	// chart would have to keep go-redis's list.
+	{"redis url with a database", `redis: {urls: ["redis://r:6379/3"]}`, true},
+	{"redis url ending in /", `redis: {urls: ["redis://r:6379/"]}`, true},
+	{"redis url with client_name", `redis: {urls: ["redis://r:6379/0?client_name=gate"]}`, true},
+	{"redis url with a negative database", `redis: {urls: ["redis://r:6379/-1"]}`, false},
+	{"redis url with a path of two parts", `redis: {urls: ["redis://r:6379/0/1"]}`, false},
+	{"redis url with dial_timeout", `redis: {urls: ["redis://r:6379/0?dial_timeout=1s"]}`, false},
+	{"redis url with read_timeout second", `redis: {urls: ["redis://r:6379?client_name=g&read_timeout=2s"]}`, false},
 	// GATE_OVERRIDES: team=limit pairs split at a pair's last '=' (a key may hold '=', a
 	// base64 one ends so; a review: the schema refused them), each limit from 1 to the
 	// largest threshold; no ',' in a key.

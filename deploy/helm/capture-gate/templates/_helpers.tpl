@@ -321,6 +321,19 @@ with its password from a Secret). */ -}}
 {{- /* A user name and no password: go-redis logs in as that user only with a password,
 so the gate refuses it at start unless GATE_REDIS_PASSWORD (redis.passwordSecret) gives
 one; the name is not shown, as it may be a password written without its ':'. */ -}}
+{{- /* A path other than a database number, which the gate refuses at start. Here, not in
+the schema: the schema's error would show the URL whole, a password with it. */ -}}
+{{- if not (regexMatch "^rediss?://[^/?#]*(/[0-9]*)?([?#].*)?$" $u) -}}
+{{- fail (printf "capture-gate: redis.urls entry %q has a path other than a database number (redis://host:port/N), which the gate refuses at start" (regexReplaceAll "^(rediss?://)[^@/]+@" $u "${1}xxxxx@")) -}}
+{{- end -}}
+{{- /* An option the gate's clients set themselves, which the gate refuses rather than
+ignore: its value is redis.*'s. */ -}}
+{{- $own := regexFind "[?&](dial_timeout|read_timeout|write_timeout|pool_size|max_retries)=" $u -}}
+{{- if $own -}}
+{{- $opt := trimSuffix "=" (substr 1 (len $own) $own) -}}
+{{- $instead := get (dict "dial_timeout" "set redis.dialTimeout instead" "read_timeout" "set redis.readTimeout instead" "write_timeout" "set redis.writeTimeout instead" "pool_size" "the gate sets its own pool size" "max_retries" "the gate retries at its next tick, never within one") $opt -}}
+{{- fail (printf "capture-gate: redis.urls entry %q sets %s, which the gate refuses at start: %s" (regexReplaceAll "^(rediss?://)[^@/]+@" $u "${1}xxxxx@") $opt $instead) -}}
+{{- end -}}
 {{- if and (regexMatch "^rediss?://[^@/]+@" $u) (not $.Values.redis.passwordSecret.name) -}}
 {{- fail (printf "capture-gate: redis.urls entry %q has a user name and no password, and redis.passwordSecret.name is empty: set redis.passwordSecret.name to the Secret of the user's password (the gate refuses a user name alone, which would log in as Redis's default user)" (regexReplaceAll "^(rediss?://)[^@/]+@" $u "${1}xxxxx@")) -}}
 {{- end -}}
