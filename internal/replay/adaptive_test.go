@@ -38,3 +38,27 @@ func TestReplayLearnsThresholds(t *testing.T) {
 		t.Errorf("notes %q: want the range called too short (3h against 1h + a day)", learned.Notes)
 	}
 }
+
+// TestReplayProfileExpiresAfterAWeekSilent: the fleet's store drops a team's profile a
+// week (limit.ProfileTTL) after its last fold, and a team silent longer starts learning
+// again, its static threshold until it has GATE_ADAPTIVE_MIN_HISTORY of history anew.
+// Replay kept every profile for ever: the team below, back after eight days silent with a
+// burst its old learned threshold (4 × 60) limits, was limited where a fleet lets it by.
+// Silent six days, the profile stays and the burst is limited, as by a fleet.
+func TestReplayProfileExpiresAfterAWeekSilent(t *testing.T) {
+	for _, c := range []struct {
+		silent  time.Duration
+		limited bool
+	}{{8 * 24 * time.Hour, false}, {6 * 24 * time.Hour, true}} {
+		recs := steady(nil, "pausing", 0, 3*time.Hour, 60)
+		back := 3*time.Hour + c.silent
+		recs = steady(recs, "pausing", back, back+10*time.Minute, 600)
+		cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000", "GATE_LIMIT_MODE": "divert",
+			"GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_MIN_HISTORY": "1h"})
+		r := replayRecords(t, "adaptive", cfg, recs, 5)
+		if n := r.Candidates[0].Total.Limited; (n > 0) != c.limited {
+			t.Errorf("back after %s silent: %d of the burst's 6,000 limited, want limited %v (the profile %s)", c.silent, n, c.limited,
+				map[bool]string{true: "kept", false: "expired a week after its last fold"}[c.limited])
+		}
+	}
+}

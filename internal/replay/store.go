@@ -9,7 +9,8 @@ import (
 )
 
 // store is one limiter's shared store as a fleet of gates keeps it in Redis, in memory:
-// each key's count per window, the hold flags and the learned profiles. Replay sweeps
+// each key's count per window, the hold flags and the learned profiles, each expiring
+// as the tick sets it to. Replay sweeps
 // its limiter on the tick's schedule (in event time) and applies every read planned from
 // what the store holds, as the tick does, so a learned threshold is folded and a hold
 // shared as the fleet would have them. Counting needs none of it: one process seeing
@@ -20,8 +21,16 @@ type store struct {
 	sw       limit.Sweep
 	counts   map[int64]map[string]*int64 // epoch → key → the fleet's count
 	holds    map[string]heldFlag
-	profiles map[string]spike.Profile
+	profiles map[string]storedProfile
+	pruneAt  time.Time // when forget next drops the profiles that expired
 	hold     time.Duration
+}
+
+// storedProfile is a learned profile and when the store lets it expire: the tick writes
+// each with limit.ProfileTTL, so a team silent for a week starts learning again.
+type storedProfile struct {
+	p       spike.Profile
+	expires time.Time
 }
 
 // heldFlag is a hold flag and when the store lets it expire (it is set with the hold's
@@ -33,7 +42,7 @@ type heldFlag struct {
 
 func newStore(l *limit.Limiter) *store {
 	return &store{l: l, counts: map[int64]map[string]*int64{}, holds: map[string]heldFlag{},
-		profiles: map[string]spike.Profile{}, hold: l.DivertHold()}
+		profiles: map[string]storedProfile{}, hold: l.DivertHold()}
 }
 
 // writePhase is the first half of the tick's work at now: sweep, write the counts, set
@@ -90,14 +99,19 @@ func (s *store) read(now time.Time) {
 		// The profile before the hold flag, as the tick: a first look sets the learned
 		// threshold a flag is judged by.
 		if adaptive && r.Profile {
-			p, found := s.profiles[r.Team]
+			sp, found := s.profiles[r.Team]
+			found = found && now.Before(sp.expires)
+			p := sp.p
+			if !found {
+				p = spike.Profile{}
+			}
 			var n int64
 			if r.Fold {
 				n = s.count(r.Epoch-2, r.Team)
 			}
 			// As the tick's script: set only if the stored profile is still the one folded.
 			if w, ok := s.l.ApplyProfile(r, p, found, n, now); ok && found == w.Exists && (!found || p.Epoch == w.Old) {
-				s.profiles[strings.Clone(w.Team)] = w.Profile
+				s.profiles[strings.Clone(w.Team)] = storedProfile{w.Profile, now.Add(limit.ProfileTTL)}
 			}
 		}
 		if r.Hold {
@@ -117,7 +131,7 @@ func (s *store) count(epoch int64, key string) int64 {
 }
 
 // forget drops the windows older than any the limiter still reads (a fold reads two
-// back) and the hold flags that expired.
+// back), and the hold flags and profiles that expired.
 func (s *store) forget(now time.Time) {
 	oldest := s.l.OldestEpoch(now) - 2
 	for ep := range s.counts {
@@ -129,5 +143,16 @@ func (s *store) forget(now time.Time) {
 		if !now.Before(h.expires) {
 			delete(s.holds, k)
 		}
+	}
+	// Profiles, a team's each, once an hour: a read takes one that expired for none
+	// (read), so this only bounds their memory, and a look at every team a tick would
+	// cost a long replay of many teams more than its routing.
+	if !now.Before(s.pruneAt) {
+		for k, p := range s.profiles {
+			if !now.Before(p.expires) {
+				delete(s.profiles, k)
+			}
+		}
+		s.pruneAt = now.Add(time.Hour)
 	}
 }
