@@ -744,7 +744,7 @@ func describeRule(r rules.Rule) string {
 		if i > 0 {
 			join = " and"
 		}
-		fmt.Fprintf(&b, "%s %s %s [%s]", join, m.Field, op, strings.Join(m.Values, ","))
+		fmt.Fprintf(&b, "%s %s %s [%s]", join, cli.Shown(m.Field.String()), op, cli.ShownList(m.Values))
 	}
 	lims := make([]string, len(r.Limits))
 	for i, l := range r.Limits {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -89,7 +88,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			if m.Not {
 				op = "not in"
 			}
-			match = append(match, fmt.Sprintf("%s %s [%s]", cli.Shown(m.Field.String()), op, matchValues(m.Values)))
+			match = append(match, fmt.Sprintf("%s %s [%s]", cli.Shown(m.Field.String()), op, cli.ShownList(m.Values)))
 		}
 		var lims []string
 		for _, l := range r.Limits {
@@ -214,19 +213,6 @@ func ruleKeys(cfg config.Config, r rules.Rule) string {
 		keys[i] = cfg.RuleKeyPrefix(r, i) + ":" + tag + "{key}:{epoch}"
 	}
 	return strings.Join(keys, ", ")
-}
-
-// matchValues is a match list as the table shows it: the values joined with ',', each
-// quoted (Go syntax) when it holds a ',', '[' or ']' or is not plain text (cli.Shown).
-// Joined as they are, ['a,b', c] read [a,b,c], three values where the rule has two.
-func matchValues(vs []string) string {
-	shown := make([]string, len(vs))
-	for i, v := range vs {
-		if shown[i] = cli.Shown(v); shown[i] == v && strings.ContainsAny(v, ",[]") {
-			shown[i] = strconv.Quote(v)
-		}
-	}
-	return strings.Join(shown, ",")
 }
 
 // limitText is l as a rules file writes it (1h:5000), where Limit.String, the metrics'

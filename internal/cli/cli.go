@@ -58,6 +58,19 @@ func Shown(s string) string {
 	return strconv.Quote(s)
 }
 
+// ShownList is a list of values as a line shows it: joined with ',', each Shown, and
+// quoted besides when it holds a ',', '[' or ']'. Joined as they are, a match list
+// ['a,b', c] read [a,b,c], three values where the rule has two.
+func ShownList(vs []string) string {
+	shown := make([]string, len(vs))
+	for i, v := range vs {
+		if shown[i] = Shown(v); shown[i] == v && strings.ContainsAny(v, ",[]") {
+			shown[i] = strconv.Quote(v)
+		}
+	}
+	return strings.Join(shown, ",")
+}
+
 // ParseFlags parses args into fs: -h prints the flags and returns flag.ErrHelp, which the
 // commands turn into a clean exit; a bad flag or an argument left over is a usage error.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
