@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,8 +84,19 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: %s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("healthcheck: %s answered %s: %s", u, resp.Status, oneLineBody(body))
 	}
-	_, err = fmt.Fprintf(stdout, "%s: %s\n", u, strings.TrimSpace(string(body)))
+	_, err = fmt.Fprintf(stdout, "%s: %s\n", u, oneLineBody(body))
 	return err
+}
+
+// oneLineBody is an answer's body for one line: JSON (the team API's answers, indented)
+// compacted, whose newlines the error line made "; " ({;   "error": ...; }), other text
+// trimmed.
+func oneLineBody(body []byte) string {
+	var b bytes.Buffer
+	if json.Valid(body) && json.Compact(&b, body) == nil {
+		return b.String()
+	}
+	return strings.TrimSpace(string(body))
 }

@@ -67,6 +67,33 @@ func TestHealthcheck(t *testing.T) {
 // GATE_HTTP_ADDR with blanks around it (an env file's trailing space) is the address the
 // gate listens on once trimmed, as config.Load reads every variable: gate healthcheck and
 // gate team must ask that address too, not fail on the blanks.
+// A JSON answer (the team API's errors are indented JSON) is shown on one line as JSON:
+// the error line's newlines became "; " and showed {;   "error": ...; }.
+func TestHealthcheckShowsJSONOnOneLine(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		code := http.StatusNotFound
+		if r.URL.Path == "/v1/teams/42" {
+			code = http.StatusOK
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte("{\n  \"error\": \"no such team\",\n  \"team\": \"x\"\n}\n"))
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	err := healthcheckCmd(context.Background(), []string{"-addr", srv.Listener.Addr().String(), "-path", "/v1/teams/x"}, func(string) string { return "" }, &out, &bytes.Buffer{})
+	if want := `{"error":"no such team","team":"x"}`; err == nil || !strings.Contains(cli.OneLine(err), want) {
+		t.Errorf("error %q, want it to show %s", cli.OneLine(err), want)
+	}
+	out.Reset()
+	if err := healthcheckCmd(context.Background(), []string{"-addr", srv.Listener.Addr().String(), "-path", "/v1/teams/42"}, func(string) string { return "" }, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"error":"no such team","team":"x"}` + "\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("output %q, want it to end in %q", out.String(), want)
+	}
+}
+
 func TestToolsTrimHTTPAddr(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
