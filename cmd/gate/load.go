@@ -25,6 +25,12 @@ func loadFlags(spec *load.Spec) *flag.FlagSet {
 	return fs
 }
 
+const loadUsage = `Usage: gate load [flags]
+
+Produces the demo load (power-law teams, one hot team, a trickle of malformed records)
+to GATE_KAFKA_BROKERS on GATE_INPUT_TOPIC.
+`
+
 // loadCmd is `gate load`: it produces the demo load (internal/load, as cmd/gate-dev
 // does) to the brokers of GATE_KAFKA_BROKERS (with the GATE_KAFKA_TLS_* and
 // GATE_KAFKA_SASL_* settings), on GATE_INPUT_TOPIC, and prints one line a second.
@@ -32,10 +38,7 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 	spec := load.DefaultSpec()
 	fs := loadFlags(&spec)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: gate load [flags]\n\nProduces the demo load (power-law teams, one hot team, a trickle of malformed records)\nto GATE_KAFKA_BROKERS on GATE_INPUT_TOPIC.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { writeUsage(fs.Output(), loadUsage, fs) } // as every command's
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}

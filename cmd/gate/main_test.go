@@ -457,6 +457,9 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"run", "--help"}, stderrHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"version", "-h"}, stderrHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
+		// Its flags as every command's: one a line, the text beside the flag (it printed Go's
+		// default, the text on a line of its own).
+		{args: []string{"load", "-h"}, stderrHas: "\n  -rate int             records per second", wantNilErr: true},
 		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "load: -rate 0", errNot: "gate load"},
 		{args: []string{"load", "extra"}, usageErr: true, errHas: "load takes flags only", errNot: "gate load"},
 		{args: []string{"load", "-nope"}, usageErr: true, errHas: "load: flag provided but not defined: -nope", errNot: "gate load"},
