@@ -795,6 +795,14 @@ func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 	if g.c.Ready() {
 		t.Error("ready while the dead-letter topic refuses the gate's writes")
 	}
+	// Each new client follows a transaction the closed topic ended: its End (an abort,
+	// answered without error) counts it aborted, as every other abort is; the error that
+	// builds a new client is the next Begin's, where no transaction is open. The lines
+	// are read first: the count goes up before the line is written.
+	rebuilds := strings.Count(logs.String(), rebuilt)
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got < float64(rebuilds) {
+		t.Errorf("gate_transactions_total{result=\"aborted\"} = %v after %d transactions ended by the closed topic", got, rebuilds)
+	}
 	if why := strings.Join(g.c.NotReady(), "; "); !strings.Contains(why, `"dead-letter"`) {
 		t.Errorf("not ready because %q, want it to name the dead-letter topic", why)
 	}
