@@ -481,9 +481,9 @@ func transactionTimeoutMessage(gate time.Duration, brokerMax string) string {
 }
 
 // produceProblem marks the gate not ready when a produce failed for a reason only an
-// operator can fix (a topic deleted, an ACL revoked after start); the retries go on,
-// and the next record acknowledged on the topic clears it, or at least once the failed
-// records given up (produceSettled).
+// operator can fix (a topic deleted, an ACL revoked after start, a broker's policy
+// refusing the writes); the retries go on, and the next record acknowledged on the
+// topic clears it, or at least once the failed records given up (produceSettled).
 func (c *Consumer) produceProblem(topic string, err error) {
 	if w := c.cfg.RuleTopics; w != nil && w.Watched(topic) && topicClosed(err) {
 		// A rule's own topic: its records go to overflow meanwhile (ruletopics.go).
@@ -512,7 +512,7 @@ func (c *Consumer) produceProblem(topic string, err error) {
 		return
 	}
 	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,
-		kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed} {
+		kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed, kerr.PolicyViolation} {
 		if errors.Is(err, e) {
 			if e == kerr.UnknownTopicID {
 				// Maybe deleted and created again: the client keeps the old ID until
@@ -551,6 +551,10 @@ func (c *Consumer) produceAdvice(err error) string {
 			"then restart the gate: its client keeps the refusal of its producer id until then"
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return fmt.Sprintf("grant the gate's principal the WRITE and DESCRIBE ACLs on its transactional id %q", c.cfg.TransactionalID)
+	case errors.Is(err, kerr.PolicyViolation):
+		// A broker-side policy (a plugin or proxy the operator runs) refuses the
+		// writes; retrying alone never cures it.
+		return "a policy on the brokers refuses the gate's writes to it: change the policy or the topic so that it allows them"
 	}
 	return "create the topic or grant the gate's principal the WRITE ACL on it"
 }
