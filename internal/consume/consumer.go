@@ -84,6 +84,9 @@ type Consumer struct {
 	fetchLog *throttle.Every
 	// rerouteLog paces the log of records rerouted to dead letter (logRerouted).
 	rerouteLog rerouteLog
+	// retried is the output partitions whose batches brokers refused with an error
+	// franz-go retries (batchRetried).
+	retried batchRetries
 	// fetchRefusedAt is when a poll last handed back a fetch error no retry cures
 	// (a mono reading; see fetchErrors), 0 when none is recorded.
 	fetchRefusedAt atomic.Int64
@@ -325,7 +328,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	// (works drops them): a marker after the last record otherwise counts as lag no
 	// poll ever clears, and an idle gate reads as stalled (watchdog.go).
 	opts = append(opts, kgo.KeepControlRecords())
-	opts = append(opts, kgoLoggerOpt(c.log)...)
+	opts = append(opts, kgoLoggerOpt(c.log, c.batchRetried)...)
 	c.quota = newQuotaHook(c.m.throttled, c.log)
 	opts = append(opts, kgo.WithHooks(c.quota, ackHook{&c.ackAt, c.mono}))
 	if c.preflighted.Load() {

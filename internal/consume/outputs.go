@@ -397,6 +397,8 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 				topic, strings.Join(few, ","), replicas, minISR[topic])
 		}
 	}
+	// Errors the metadata gives no reason for, seen in the brokers' answers.
+	maps.Copy(found, c.retriedProblems(found))
 	return found, nil
 }
 

@@ -54,7 +54,7 @@ func (c *Consumer) producerOpts() []kgo.Opt {
 		opts = append(opts, kpromHooks(c.reg, clientProducer))
 	}
 	if c.log != nil {
-		opts = append(opts, kgoLoggerOpt(c.log.With("kafka_client", clientProducer))...) // franz-go's lines say which client
+		opts = append(opts, kgoLoggerOpt(c.log.With("kafka_client", clientProducer), c.batchRetried)...) // franz-go's lines say which client
 	}
 	return append(opts, kgo.WithHooks(c.quota.forProducer(), ackHook{&c.ackAt, c.mono}))
 }
