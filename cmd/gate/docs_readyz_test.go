@@ -17,7 +17,7 @@ import (
 // than through a reason sink (readyzSinks): each string they append, put in a []string
 // literal, store in a map or return (when they return one string) is a reason.
 var readyzReasonFuncs = map[string][]string{
-	"internal/consume":   {"NotReady", "stallProblem", "awaitPreflight", "preflight", "diagnoseOutputs", "compactedProblem", "plainListener"},
+	"internal/consume":   {"NotReady", "stallProblem", "awaitPreflight", "preflight", "diagnoseOutputs", "retriedProblems", "compactedProblem", "plainListener"},
 	"internal/gate":      {"OverridesNotReady"},
 	"internal/endpoints": {"waiting", "shutdownReasons"},
 }
