@@ -136,6 +136,25 @@ func TestRetiredRuleTopicHoldsUpNothing(t *testing.T) {
 // ruleTopicRouter makes env's gate route team "bad" to the rule topic topic (rule
 // bad-teams; the others by a team rule), its watch putting inUse in use, and returns the
 // watch.
+// startOnSmallRuleTopic creates topic with a max.message.bytes of 4096 and starts gate g
+// with it among its output topics and in use as a rule's topic (as internal/gate does),
+// once g has read its batch limit. prod is a client on env's cluster.
+func startOnSmallRuleTopic(t *testing.T, env *gateEnv, topic string) (g *testGate, w *route.TopicWatch, prod *kgo.Client) {
+	t.Helper()
+	prod = producer(t, env.cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	small := "4096"
+	if _, err := kadm.NewClient(prod).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, topic); err != nil {
+		t.Fatal(err)
+	}
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, topic} // as the gate's (internal/gate)
+	w = ruleTopicRouter(t, env, topic, []string{topic}, nil)
+	g = env.start(t, "g")
+	waitFor(t, 20*time.Second, "the batch limit of the rule topic read at start", func() bool { return g.c.batchMaxBytes(topic) == 4096 })
+	return g, w, prod
+}
+
 func ruleTopicRouter(t *testing.T, env *gateEnv, topic string, inUse []string, reg prometheus.Registerer) *route.TopicWatch {
 	t.Helper()
 	w := route.NewTopicWatch(ovfTopic)
@@ -449,19 +468,11 @@ func TestRuleTopicCreatedAgainBatchLimitReadAgain(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
 	const merges = "merges"
-	prod := producer(t, env.cluster)
-	adm := kadm.NewClient(prod)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	small := "4096"
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, merges); err != nil {
-		t.Fatal(err)
-	}
-	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges} // as the gate's (internal/gate)
-	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
-	g := env.start(t, "g")
+	g, w, prod := startOnSmallRuleTopic(t, env, merges)
 	defer g.stop(t)
-	waitFor(t, 20*time.Second, "the batch limit of the rule topic read at start", func() bool { return g.c.batchMaxBytes(merges) == 4096 })
+	adm := kadm.NewClient(prod)
 	if _, err := adm.DeleteTopics(ctx, merges); err != nil {
 		t.Fatal(err)
 	}

@@ -33,19 +33,11 @@ func TestRetiredStartRuleTopicNotWritten(t *testing.T) {
 		describes.Add(1)
 		return nil, nil, false
 	})
-	prod := producer(t, env.cluster)
-	adm := kadm.NewClient(prod)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	small := "4096"
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, merges); err != nil {
-		t.Fatal(err)
-	}
-	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges} // as the gate's (internal/gate)
-	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
-	g := env.start(t, "g")
+	g, w, prod := startOnSmallRuleTopic(t, env, merges)
 	defer g.stop(t)
-	waitFor(t, 20*time.Second, "the batch limit of the rule topic read at start", func() bool { return g.c.batchMaxBytes(merges) == 4096 })
+	adm := kadm.NewClient(prod)
 
 	// Marked missing (its WRITE ACL revoked, say): not one of the topics written.
 	w.SetMissing(merges, true)
