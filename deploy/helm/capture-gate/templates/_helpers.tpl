@@ -785,6 +785,31 @@ nothing; fails with a message naming the values to change.
 {{- if and $v.routing.validateJson (not $v.rules) (not (hasPrefix "json:" $v.routing.keyFrom)) -}}
 {{- fail (printf "capture-gate: routing.validateJson is true with routing.keyFrom %s, which reads no JSON value: none would be validated (the gate refuses it at start)" $v.routing.keyFrom) -}}
 {{- end -}}
+{{- /* routing.keyFrom's fields as the gate reads them (route.ParseKeyFrom), where the
+       schema's pattern cannot say it: a later field naming a source of its own
+       (json:a+header:b), or a field or header name in quotes (json:"team_id"), names
+       nothing a record holds, and the gate refuses it at start. */ -}}
+{{- if not $v.rules -}}
+{{- $src := trim $v.routing.keyFrom -}}
+{{- $names := list -}}
+{{- if hasPrefix "json:" $src -}}
+{{- $names = splitList "+" (trimPrefix "json:" $src) -}}
+{{- range $i, $n := rest $names -}}
+{{- if regexMatch "^(json|header):" $n -}}
+{{- fail (printf "capture-gate: routing.keyFrom %s: field %q names a source of its own: a composite key joins fields of one JSON value (json:A+B), never a header or another source (the gate refuses it at start)" $src $n) -}}
+{{- end -}}
+{{- end -}}
+{{- else if hasPrefix "header:" $src -}}
+{{- $names = list (trimPrefix "header:" $src) -}}
+{{- end -}}
+{{- range $names -}}
+{{- if or (regexMatch "^\"(?s:.*)\"$" .) (regexMatch "^'(?s:.*)'$" .) -}}
+{{- if ge (len .) 2 -}}
+{{- fail (printf "capture-gate: routing.keyFrom %s: %q is in quotes, which would be part of the name: write it without them (the gate refuses it at start)" $src .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- /* The producer's buffer holds the largest record a batch takes, as the gate checks
        at start: rendered less, every pod refused to start. */ -}}
 {{- if lt ($v.kafka.maxBufferedBytes | int64) (sub ($v.kafka.maxMessageBytes | int64) 61) -}}
