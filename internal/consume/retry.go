@@ -347,10 +347,10 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 		// A rule's topic found missing: to overflow, as the router now sends its records
 		// (ruletopics.go); or one no rule in use sends to any more, deleted with its rules
 		// (produceProblem marks it, TopicWatch.RetiredGone).
-		if rc, ok := c.router.(interface{ CountRuleTopicMissing(string) }); ok {
+		if rc, ok := c.router.(interface{ CountRuleTopicMissing(rule, topic string) }); ok {
 			for _, h := range f.out.Headers {
 				if h.Key == route.HeaderOverflowRule {
-					rc.CountRuleTopicMissing(string(h.Value))
+					rc.CountRuleTopicMissing(string(h.Value), f.out.Topic)
 				}
 			}
 		}

@@ -266,8 +266,8 @@ func (s switchRouter) TeamOf(in *kgo.Record, sc *route.Scratch) string {
 	return s.g.gen.Load().router.TeamOf(in, sc)
 }
 
-func (s switchRouter) CountRuleTopicMissing(rule string) {
-	s.g.gen.Load().router.CountRuleTopicMissing(rule)
+func (s switchRouter) CountRuleTopicMissing(rule, topic string) {
+	s.g.gen.Load().router.CountRuleTopicMissing(rule, topic)
 }
 
 // genCollector exposes the current generation's metrics on the gate's registry.

@@ -119,10 +119,11 @@ func (w *TopicWatch) SetMissing(topic string, missing bool) bool {
 
 // CountRuleTopicMissing counts, in gate_rule_topic_records_total{reason="topic_missing"}
 // of the rule named rule (a record's gate-overflow-rule), a record the consumer rerouted
-// to the overflow topic after its produce to the rule's topic failed for want of it.
-func (r *Router) CountRuleTopicMissing(rule string) {
+// to the overflow topic after its produce to topic, the rule's, failed for want of it.
+// Not when the rule sends elsewhere now: a reload moved it off the lost topic.
+func (r *Router) CountRuleTopicMissing(rule, topic string) {
 	for i := range r.rules {
-		if st := &r.rules[i]; st.Action == ActionTopic && st.Name == rule && r.ruleTopic[i][2] != nil {
+		if st := &r.rules[i]; st.Action == ActionTopic && st.Name == rule && st.Topic == topic && r.ruleTopic[i][2] != nil {
 			r.ruleTopic[i][2].Inc()
 		}
 	}

@@ -150,3 +150,22 @@ func TestRuleTopicMissingOutcomeRow(t *testing.T) {
 		t.Errorf("rows:\n got %v\nwant %v", got, want)
 	}
 }
+
+// A record the consumer reroutes after its produce to a rule's topic failed is counted
+// topic_missing under the rule only while the rule still sends to that topic: a reload
+// that moved the rule from a lost topic to another counted the lost topic's retried
+// records against the rule's new one (a review).
+func TestCountRuleTopicMissingOfTheRulesOwnTopic(t *testing.T) {
+	f := newRuleFixture(t, Config{RuleTopics: NewTopicWatch(topicOverflow)},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "events_merges_v2"},
+			[]limit.Config{{Window: time.Minute, Threshold: 1}}},
+	)
+	f.r.CountRuleTopicMissing("merges", "events_merges") // the topic it sent to before the reload
+	if n := testutil.ToFloat64(f.r.ruleTopic[0][2]); n != 0 {
+		t.Errorf("a record for the rule's old topic counted: topic_missing = %v, want 0", n)
+	}
+	f.r.CountRuleTopicMissing("merges", "events_merges_v2")
+	if n := testutil.ToFloat64(f.r.ruleTopic[0][2]); n != 1 {
+		t.Errorf("a record for the rule's topic: topic_missing = %v, want 1", n)
+	}
+}
