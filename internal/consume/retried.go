@@ -79,9 +79,7 @@ func (c *Consumer) retriedProblems(skip map[string]string) map[string]string {
 			delete(r.m, k)
 			continue
 		}
-		if now.Sub(p.first) < bound || slices.ContainsFunc(slices.Collect(maps.Keys(skip)), func(s string) bool {
-			return strings.HasPrefix(s, problemOutputs+p.topic+"/")
-		}) {
+		if now.Sub(p.first) < bound || namesTopic(skip, p.topic) {
 			continue
 		}
 		key := problemOutputs + p.topic + "/retried/" + strconv.Itoa(int(p.partition))
@@ -93,4 +91,15 @@ func (c *Consumer) retriedProblems(skip map[string]string) map[string]string {
 			p.topic, p.partition, now.Sub(p.first).Round(time.Second), p.err)
 	}
 	return found
+}
+
+// namesTopic reports whether problems (keyed under problemOutputs) hold one of topic's.
+func namesTopic(problems map[string]string, topic string) bool {
+	prefix := problemOutputs + topic + "/"
+	for k := range problems {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
 }
