@@ -174,7 +174,30 @@ func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 	produceTeams(t, env, n, 5)
 	collect(t, env.cluster, n, 30*time.Second, 0)
 	ends := map[int32]int64{}
-	waitFor(t, 30*time.Second, "every partition committed at its end by the interval's commits", func() bool {
+	// The group holding the offsets is not enough: the gate learns of an interval commit
+	// from its answer, which may come after the coordinator stored it (and, at the
+	// shutdown, not at all), and the final commit then sends those offsets again. Wait
+	// for the gate's own gate_committed_offset, set once the answer is read.
+	gateCommitted := func(p int32) (float64, bool) {
+		mfs, err := a.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "gate_committed_offset" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "partition" && l.GetValue() == strconv.Itoa(int(p)) {
+						return m.GetGauge().GetValue(), true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	waitFor(t, 30*time.Second, "every partition committed at its end by the interval's commits, as the gate knows", func() bool {
 		gi := env.cluster.GroupInfo(testGroup)
 		if gi == nil {
 			return false
@@ -183,6 +206,9 @@ func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 		for p := range int32(parts) {
 			c, ok := gi.Commits[inTopic][p]
 			if !ok {
+				return false
+			}
+			if got, ok := gateCommitted(p); !ok || int64(got) != c.Offset {
 				return false
 			}
 			ends[p] = c.Offset
