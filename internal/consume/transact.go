@@ -116,6 +116,12 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 				return n, err
 			}
 		}
+		// An abort's records are polled again only by their partitions' owner: a gate
+		// left owning nothing (the rebalance that aborted passed it over) has none left
+		// to poll, and is as settled as one that never transacted.
+		if !settled && c.ownsNothing() {
+			settled = true
+		}
 		// Only a commit is progress (watchdog.go), but a gate that waits in this poll
 		// with nothing to do is idle, however long: the stall clock starts when records
 		// come. Else the idle time counted as a stall once they did, and until their
@@ -871,6 +877,13 @@ func (c *Consumer) ownedIDs() map[int32]bool {
 		ids[id] = true
 	}
 	return ids
+}
+
+// ownsNothing reports whether this consumer owns no partition.
+func (c *Consumer) ownsNothing() bool {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	return len(c.parts) == 0
 }
 
 // owned returns the state of partition id if this consumer owns it.

@@ -17,7 +17,8 @@ import (
 // transaction commits: an aborted transaction's are polled again, and a gate whose every
 // transaction aborts (a produce failing each time) is stuck, not progressing. But the
 // first poll returning records after an idle wait (nothing to do, the last transaction
-// committed) counts, exactly once too: the time spent idle is no stall (see txnLoop).
+// committed, or no partition owned since an abort) counts, exactly once too: the time
+// spent idle is no stall (see txnLoop).
 // Work is lag on an owned partition (an aborted transaction's records, to be polled
 // again, are lag: see rewindTxnStarts), or records handed to the producer and not yet
 // acknowledged, or awaiting a retry, or a transaction being ended, or offsets to commit

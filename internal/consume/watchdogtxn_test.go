@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -299,5 +301,127 @@ func TestWatchdogExactlyOnceIdleThenRecords(t *testing.T) {
 	if len(early) > 0 {
 		t.Errorf("the first transaction after %s idle was counted a stall from before its records came, %d times, first %s",
 			env.ccfg.StallRestart+time.Second, len(early), early[0])
+	}
+}
+
+// TestExactlyOnceLeftWithNothingAfterAnAbortIsIdle: an exactly-once gate whose open
+// transaction was aborted as it lost its partitions (its session expired, its heartbeats
+// held; another member took them) owns nothing, so nothing aborted waits for it to poll
+// again: it is idle, as a gate that never transacted is. Given partitions again much
+// later (the other member leaving), the stall clock starts when their records come.
+// Before, the abort left it "unsettled" while it owned nothing, so its first poll of the
+// new partitions' records counted the whole time since its last commit as a stall: not
+// ready and not live at once, until its first transaction committed (with more replicas
+// than partitions, the gate the rebalance passed over).
+func TestExactlyOnceLeftWithNothingAfterAnAbortIsIdle(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.StallNotReady = 3 * time.Second
+	env.ccfg.StallRestart = 6 * time.Second
+	// A transaction open across the loss: one ends 2 s after its input goes quiet.
+	env.ccfg.TransactionInterval = 20 * time.Second
+	// The member whose group requests are dropped (the connection closed, no answer):
+	// its rejoins too, which kept its session alive and took the partition back.
+	var held atomic.Value
+	for _, key := range []kmsg.Key{kmsg.Heartbeat, kmsg.JoinGroup, kmsg.SyncGroup} {
+		env.cluster.ControlKey(key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			env.cluster.KeepControl()
+			var member string
+			switch r := req.(type) {
+			case *kmsg.HeartbeatRequest:
+				member = r.MemberID
+			case *kmsg.JoinGroupRequest:
+				member = r.MemberID
+			case *kmsg.SyncGroupRequest:
+				member = r.MemberID
+			}
+			if id, _ := held.Load().(string); id != "" && member == id {
+				return nil, errors.New("group request dropped"), true
+			}
+			return nil, nil, false
+		})
+	}
+	var slow atomic.Bool
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if slow.Load() {
+			env.cluster.SleepControl(func() { time.Sleep(600 * time.Millisecond) })
+		}
+		return nil, nil, false
+	})
+	prod := producer(t, env.cluster)
+	next := 0
+	batch := func(n int) []*kgo.Record {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = inputRecord(next, "team-"+strconv.Itoa(next%3))
+			next++
+		}
+		return recs
+	}
+	var routed atomic.Int64
+	env.wrap = func(r Router) Router { return &countingRouter{Router: r, routed: &routed} }
+	a := env.start(t, "a")
+	env.wrap = nil
+	produceAll(t, prod, batch(10))
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+	gi := env.cluster.GroupInfo(testGroup)
+	if gi == nil || len(gi.Members) != 1 {
+		t.Fatalf("group %v, want a alone in it", gi)
+	}
+	aID := gi.Members[0].MemberID
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "b in the group, a keeping the partition", func() bool {
+		gi := env.cluster.GroupInfo(testGroup)
+		return gi != nil && len(gi.Members) == 2 && len(owned(a)) == 1
+	})
+	// a's session fails with a transaction open: its group requests dropped once it
+	// has routed the next records, until its session expires and b owns the partition.
+	produceAll(t, prod, batch(5))
+	waitFor(t, 30*time.Second, "a routing the next records", func() bool { return routed.Load() > 10 })
+	held.Store(aID)
+	waitFor(t, 60*time.Second, "b owning the partition, a nothing", func() bool {
+		return len(owned(b)) == 1 && len(owned(a)) == 0
+	})
+	held.Store("")
+	waitFor(t, 30*time.Second, "a's open transaction aborted", func() bool {
+		return testutil.ToFloat64(a.c.m.transactions.WithLabelValues("aborted")) > 0
+	})
+	waitFor(t, 60*time.Second, "a back in the group, ready", func() bool {
+		gi := env.cluster.GroupInfo(testGroup)
+		return gi != nil && len(gi.Members) == 2 && unwell(a.c) == ""
+	})
+	// Idle past StallRestart, owning nothing: ready and live throughout.
+	for deadline := time.Now().Add(env.ccfg.StallRestart + time.Second); time.Now().Before(deadline); {
+		if u := unwell(a.c); u != "" {
+			t.Fatalf("a gate owning nothing: %s", u)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(owned(a)) != 0 {
+		t.Fatalf("a owns %v, want nothing (b keeps the partition)", owned(a))
+	}
+	waitCommitted(t, env.cluster, 1, 30*time.Second) // b has routed everything
+	b.stop(t)
+	slow.Store(true)
+	came := time.Now()
+	produceAll(t, prod, batch(10))
+	var early []string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		s := a.c.Stalled()
+		there := time.Since(came)
+		if s > there {
+			early = append(early, fmt.Sprintf("stalled %s when the records had been there %s", s.Round(time.Millisecond), there.Round(time.Millisecond)))
+		}
+		if len(owned(a)) == 1 && len(committedBehind(env.cluster, 1)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a did not take the partition and commit its records: owns %v, behind %v", owned(a), committedBehind(env.cluster, 1))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(early) > 0 {
+		t.Errorf("a's first transaction after owning nothing counted a stall from before its records came, %d times, first %s", len(early), early[0])
 	}
 }
