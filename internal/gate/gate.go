@@ -11,7 +11,9 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,6 +85,13 @@ type Gate struct {
 	// bound to fail. primeLog paces the line that says so.
 	primeOff atomic.Int64
 	primeLog *throttle.Every
+	// primeMu orders a prime's marks with a reload's copy of the old limiters' state
+	// (newGeneration, then pending set): a prime that marked its keys before the copy
+	// finds pending after its read and reads them into it too (its read may land in the
+	// old limiters after the copy); one after it marks them in both. Held for no read.
+	primeMu sync.Mutex
+	// pending is the generation a reload has built and not put in use yet (RunTick).
+	pending *generation
 }
 
 // primePause is how long priming rests after a prime whose tick failed.
@@ -353,35 +362,78 @@ func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
 // tick in progress is waited for, then this one, which TickTimeout bounds; past that,
 // or with Redis out of reach, the records are routed as first contact, as without it,
 // and priming rests for primePause; not after a read its caller cut short (ctx ended).
+//
+// With rules, a reload may be putting new ones in use meanwhile: their limiters took the
+// old ones' view of each key over before the keys were read into the old ones, and met
+// them as first contact for a tick. So the keys are read into every generation in use or
+// pending that has not had them (primeTargets), and once more after the reads into one a
+// reload brought meanwhile: a read each, each bounded as above.
 func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
-	r, tk := g.Router, g.Ticker
-	if gen := g.gen.Load(); gen != nil {
-		r, tk = gen.router, gen.ticker
-	}
 	start := time.Now()
 	if start.UnixNano() < g.primeOff.Load() {
 		return // a prime failed lately: routed as first contact, not held up again
 	}
-	n := r.Expect(start, recs, new(route.Scratch))
-	if n == 0 {
-		return
-	}
-	if err := readMarked(ctx, tk); err != nil {
-		if ctx.Err() != nil {
-			// Cut short by the caller (a rebalance, a revoke): no failure of Redis's, and
-			// the partitions it brings are to be primed at once.
-			return
+	var done []*generation // with rules, the generations that have the keys marked
+	n := 0
+	for range primeRounds {
+		tks, marked, more := g.primeTargets(start, recs, &done)
+		n += marked
+		for _, tk := range tks {
+			if err := readMarked(ctx, tk); err != nil {
+				if ctx.Err() != nil {
+					// Cut short by the caller (a rebalance, a revoke): no failure of Redis's,
+					// and the partitions it brings are to be primed at once.
+					return
+				}
+				g.primeOff.Store(time.Now().Add(primePause).UnixNano())
+				// At most once a minute: the tick's own lines say why Redis failed.
+				if ok, left := g.primeLog.Allow(); ok {
+					g.log.Info("records waiting in partitions taken over routed before all their keys were read: judged as first contact; priming rests 10s",
+						"records", len(recs), "keys", n, "took", time.Since(start), "err", err, "lines_left_out", left)
+				}
+				return
+			}
 		}
-		g.primeOff.Store(time.Now().Add(primePause).UnixNano())
-		// At most once a minute: the tick's own lines say why Redis failed.
-		if ok, left := g.primeLog.Allow(); ok {
-			g.log.Info("records waiting in partitions taken over routed before all their keys were read: judged as first contact; priming rests 10s",
-				"records", len(recs), "keys", n, "took", time.Since(start), "err", err, "lines_left_out", left)
+		if !more {
+			break
 		}
-		return
 	}
-	g.log.Debug("read the keys of records waiting in partitions taken over, before routing them",
-		"records", len(recs), "keys", n, "took", time.Since(start))
+	if n > 0 {
+		g.log.Debug("read the keys of records waiting in partitions taken over, before routing them",
+			"records", len(recs), "keys", n, "took", time.Since(start))
+	}
+}
+
+// primeRounds bounds a prime's rounds: the first, and one for a reload that came during
+// its read. A third reload within two reads is the rules file changing every tick.
+const primeRounds = 2
+
+// primeTargets marks recs' keys in the limiters of the gate without rules, or of each
+// generation in use or pending (a reload's) not in done, which it adds them to; it
+// returns the ticks to read the keys marked (those with any), how many were marked, and,
+// with rules, true: a reload may bring another generation during the reads.
+func (g *Gate) primeTargets(now time.Time, recs []*kgo.Record, done *[]*generation) (tks []*tick.Ticker, n int, more bool) {
+	sc := new(route.Scratch)
+	g.primeMu.Lock()
+	defer g.primeMu.Unlock()
+	cur := g.gen.Load()
+	if cur == nil {
+		if n = g.Router.Expect(now, recs, sc); n > 0 {
+			tks = append(tks, g.Ticker)
+		}
+		return tks, n, false
+	}
+	for _, gen := range []*generation{cur, g.pending} {
+		if gen == nil || slices.Contains(*done, gen) {
+			continue
+		}
+		*done = append(*done, gen)
+		if m := gen.router.Expect(now, recs, sc); m > 0 {
+			n += m
+			tks = append(tks, gen.ticker)
+		}
+	}
+	return tks, n, len(tks) > 0
 }
 
 // readMarked has tk make a tick at once for the keys just marked in its limiters

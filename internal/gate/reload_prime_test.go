@@ -140,3 +140,66 @@ func (w *whale) reload(thr int) {
 	writeRules(w.t, w.path, w.rule(thr))
 	waitFor(w.t, "the edit in use", func() bool { return w.g.gen.Load() != first })
 }
+
+// A rebalance's prime (Config.Prime) that lands while a reload is putting new rules in
+// use reads its keys into the new rules' limiters too: they took the old ones' view of
+// each key over (limit.InheritState) before the prime marked and read its keys, and
+// before, the read went to the old limiters alone, so the new rules met the primed keys
+// as first contact for about a tick. Here a peer has put the whale at 300 in Redis
+// against a limit of 100; this gate, which never met the whale, primes two of its waiting
+// records while a reload (a rule added, whose live overrides are read before the rules
+// are put in use) waits for Redis, paused for 600 ms, then routes 10 more under the new
+// rules: all 10 were accepted.
+func TestRulesReloadDuringAPrimeReadsTheKeysIntoTheNewRules(t *testing.T) {
+	t.Parallel()
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
+	srv := redistest.Start(t)
+	env := func(path string) map[string]string {
+		return map[string]string{
+			"GATE_KAFKA_BROKERS":      "127.0.0.1:1",
+			"GATE_REDIS_URLS":         srv.URL(),
+			"GATE_RULES_FILE":         path,
+			"GATE_TICK_INTERVAL":      "2s",  // its tick's bound (1.5 s) outlasts the pause
+			"GATE_REDIS_READ_TIMEOUT": "10s", // Redis paused answers late, not never
+		}
+	}
+	peerPath, path := filepath.Join(t.TempDir(), "peer.yaml"), filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, peerPath, team)
+	writeRules(t, path, team)
+	peer := &whale{t: t, g: startReloading(t, load(t, env(peerPath)), "peer")}
+	if got := peer.send(300); got["events_accepted"] != 100 {
+		t.Fatalf("the peer's 300 records of the whale: %v, want 100 accepted", got)
+	}
+	waitTicks(t, peer.g.gen.Load(), 2) // the 300 written to Redis
+	w := &whale{t: t, g: startReloading(t, load(t, env(path)), "primed")}
+	first := w.g.gen.Load()
+	waitFor(t, "the first read of the team rule's overrides", func() bool {
+		select {
+		case <-first.overrides[0].FirstRead():
+			return true
+		default:
+			return false
+		}
+	})
+
+	// Redis paused, the reload builds its rules, then waits for the new rule's hash.
+	if err := srv.Client(t).Do(t.Context(), "CLIENT", "PAUSE", 600, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	set := w.g.reloader.Current()
+	writeRules(t, path, team+"  - {name: ev, key: json:event, missing: skip, limits: [1m:100]}\n")
+	waitFor(t, "the edit read", func() bool { return w.g.reloader.Current() != set })
+	rec := func() *kgo.Record { return &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)} }
+	w.g.prime(t.Context(), []*kgo.Record{rec(), rec()})
+	if off := w.g.primeOff.Load(); off != 0 {
+		t.Fatalf("the prime's read failed: priming rests until %s", time.Unix(0, off))
+	}
+	for deadline := time.Now().Add(30 * time.Second); w.g.gen.Load() == first; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("waited 30s for the edit in use")
+		}
+	}
+	if got := w.send(10); got["events_accepted"] != 0 {
+		t.Errorf("the whale's records under the new rules after a prime during the reload (300 in Redis, limit 100): %v, want none accepted", got)
+	}
+}

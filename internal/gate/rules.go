@@ -347,7 +347,12 @@ func (g *Gate) RunTick(ctx context.Context) {
 			continue
 		}
 		set := g.reloader.Current()
+		// Under primeMu: a prime's marks are either in the old limiters before the copy,
+		// or in gen's too (pending) after it.
+		g.primeMu.Lock()
 		gen, err := g.newGeneration(set)
+		g.pending = gen
+		g.primeMu.Unlock()
 		if err != nil {
 			g.log.Error("rules file reloaded but its rules cannot be built; the rules in use stay", "file", set.Source, "err", err)
 			continue
@@ -364,6 +369,9 @@ func (g *Gate) RunTick(ctx context.Context) {
 		g.primeReload(ctx, old, gen)
 		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
+		g.primeMu.Lock()
+		g.pending = nil
+		g.primeMu.Unlock()
 		g.logRulesInUse(gen)
 		retiring.Add(1)
 		go func() {
