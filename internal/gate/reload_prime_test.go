@@ -143,15 +143,33 @@ func (w *whale) reload(thr int) {
 
 // A rebalance's prime (Config.Prime) that lands while a reload is putting new rules in
 // use reads its keys into the new rules' limiters too: they took the old ones' view of
-// each key over (limit.InheritState) before the prime marked and read its keys, and
+// each key over (limit.InheritState) before the prime's read landed in the old ones, and
 // before, the read went to the old limiters alone, so the new rules met the primed keys
 // as first contact for about a tick. Here a peer has put the whale at 300 in Redis
 // against a limit of 100; this gate, which never met the whale, primes two of its waiting
-// records while a reload (a rule added, whose live overrides are read before the rules
-// are put in use) waits for Redis, paused for 600 ms, then routes 10 more under the new
-// rules: all 10 were accepted.
+// records while Redis is paused for 600 ms and a reload (a rule added, whose live
+// overrides are read before the rules are put in use) waits for it, then routes 10 more
+// under the new rules: all 10 were accepted. The prime begins after the reload built its
+// rules (pending), or before, its read then landing after the copy (a second round).
 func TestRulesReloadDuringAPrimeReadsTheKeysIntoTheNewRules(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		primeBefore bool
+	}{
+		{"prime-after-the-copy", false},
+		{"prime-before-the-copy", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			primeDuringReload(t, tc.primeBefore)
+		})
+	}
+}
+
+// primeDuringReload is TestRulesReloadDuringAPrimeReadsTheKeysIntoTheNewRules: the prime
+// marks its keys before the reload reads the rules file if before, else after.
+func primeDuringReload(t *testing.T, before bool) {
 	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
 	srv := redistest.Start(t)
 	env := func(path string) map[string]string {
@@ -182,15 +200,28 @@ func TestRulesReloadDuringAPrimeReadsTheKeysIntoTheNewRules(t *testing.T) {
 		}
 	})
 
-	// Redis paused, the reload builds its rules, then waits for the new rule's hash.
+	// Redis paused: the prime's read waits, and the reload, once it has built its rules,
+	// waits for the new rule's hash.
 	if err := srv.Client(t).Do(t.Context(), "CLIENT", "PAUSE", 600, "ALL").Err(); err != nil {
 		t.Fatal(err)
+	}
+	rec := func() *kgo.Record { return &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)} }
+	primed := make(chan struct{})
+	prime := func() { defer close(primed); w.g.prime(t.Context(), []*kgo.Record{rec(), rec()}) }
+	if before {
+		go prime()
+		waitFor(t, "the whale's key marked in the rules in use", func() bool {
+			_, ok := first.rules[0].Lims[0].Snapshot(time.Now(), "whale")
+			return ok
+		})
 	}
 	set := w.g.reloader.Current()
 	writeRules(t, path, team+"  - {name: ev, key: json:event, missing: skip, limits: [1m:100]}\n")
 	waitFor(t, "the edit read", func() bool { return w.g.reloader.Current() != set })
-	rec := func() *kgo.Record { return &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)} }
-	w.g.prime(t.Context(), []*kgo.Record{rec(), rec()})
+	if !before {
+		go prime()
+	}
+	<-primed // bounded by the prime's own bound
 	if off := w.g.primeOff.Load(); off != 0 {
 		t.Fatalf("the prime's read failed: priming rests until %s", time.Unix(0, off))
 	}
