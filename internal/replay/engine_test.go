@@ -701,6 +701,27 @@ func TestReportListsAreNeverNull(t *testing.T) {
 	}
 }
 
+// The rules table has a row for every rule whatever the range holds: a rules file's
+// rules each with zeros over an empty range, and so the GATE_* limits' one row (rule
+// ""), which an empty range left out, the table then only a header.
+func TestEmptyRangeListsTheGateLimitsRow(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100000", "GATE_WINDOW": "1m"})
+	for name, recs := range map[string][]*kgo.Record{"empty": nil, "quiet": steady(nil, "quiet", 0, 2*time.Minute, 10)} {
+		rep := replayRecords(t, "c", cfg, recs, 5)
+		rules := rep.Candidates[0].Rules
+		if len(rules) != 1 || rules[0].Rule != "" || rules[0].Records != int64(len(recs)) {
+			t.Errorf("%s range: rules %+v, want the GATE_* limits' one row of %d records", name, rules, len(recs))
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, rep); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "(GATE_* limits)") {
+			t.Errorf("%s range: the text's rules table has no row for the GATE_* limits:\n%s", name, text.String())
+		}
+	}
+}
+
 // A record two rules tag has one outcome row, the first's (or, sent away by a third, that
 // rule's): each rule's TAGGED counts every record it tagged, the second's as well, which
 // showed 0 though its gate-tag header was on every one of them. The total counts each

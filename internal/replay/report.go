@@ -362,6 +362,11 @@ func (b *builder) report(name string, top int, limiterKey func(rule, team, key s
 			names = append(names, r)
 		}
 	}
+	if len(b.ruleSet) == 0 && !slices.Contains(names, "") {
+		// The GATE_* limits are one rule, "": its row with zeros over an empty range, as a
+		// rules file's rules have theirs, not a table of its header alone.
+		names = append(names, "")
+	}
 	slices.SortStableFunc(names, func(x, y string) int {
 		return cmp.Compare(rank(b.ruleSet, x), rank(b.ruleSet, y))
 	})
