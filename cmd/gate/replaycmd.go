@@ -613,8 +613,10 @@ func cutOffsets(w io.Writer, cmd string, asked, read []replay.PartitionRange) {
 	}
 }
 
-// replayProgress writes the progress line: records read, the rate, where in time, and
-// the time left.
+// replayProgress writes the progress line: records replayed and their rate, offsets read
+// of the range's, where in time, and the time left. Records and offsets apart: on a
+// transactional input each transaction's marker and an aborted one's records take
+// offsets and are no records, so offsets called records overcounted them.
 func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
 	if len(p.Waiting) > 0 {
 		fmt.Fprintf(w, "gate replay: waiting for partitions %v to reach their end: nothing fetched for a while (a transaction still open holds back what a read_committed reader gets)\n", p.Waiting)
@@ -623,7 +625,7 @@ func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
 	if took < time.Second || p.Total == 0 {
 		return
 	}
-	rate := float64(p.Done) / took.Seconds()
+	rate := float64(p.Done) / took.Seconds() // offsets: the time left is the offsets left
 	eta := "-"
 	if rate > 0 {
 		eta = durtext.String(time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)).Round(time.Second))
@@ -633,6 +635,7 @@ func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
 		at = ", at " + p.At.UTC().Format("2006-01-02 15:04:05Z")
 	}
 	// Whole percents, rounded down: 100% once every record is read, not at 99.5%.
-	fmt.Fprintf(w, "gate replay: %s of %s records (%d%%), %s/s%s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),
-		100*p.Done/p.Total, outcome.Thousands(int64(rate)), at, eta)
+	fmt.Fprintf(w, "gate replay: %s records, %s/s; %s of %s offsets (%d%%)%s, %s left\n", outcome.Thousands(p.Records),
+		outcome.Thousands(int64(float64(p.Records)/took.Seconds())), outcome.Thousands(p.Done), outcome.Thousands(p.Total),
+		100*p.Done/p.Total, at, eta)
 }

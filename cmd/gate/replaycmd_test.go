@@ -150,17 +150,17 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 	}
 }
 
-// The progress line of a long replay: records, share, rate, where in time, time left;
-// nothing in its first second.
+// The progress line of a long replay: records and their rate, offsets read and their
+// share, where in time, time left; nothing in its first second.
 func TestReplayProgressLine(t *testing.T) {
 	var b bytes.Buffer
-	p := replay.Progress{Done: 2_500_000, Total: 10_000_000, At: time.Date(2026, 11, 27, 14, 3, 0, 0, time.UTC)}
+	p := replay.Progress{Done: 2_500_000, Total: 10_000_000, Records: 2_400_000, At: time.Date(2026, 11, 27, 14, 3, 0, 0, time.UTC)}
 	replayProgress(&b, p, 500*time.Millisecond)
 	if b.Len() != 0 {
 		t.Errorf("a progress line in the first second: %q", b.String())
 	}
 	replayProgress(&b, p, 5*time.Second)
-	want := "gate replay: 2,500,000 of 10,000,000 records (25%), 500,000/s, at 2026-11-27 14:03:00Z, 15s left\n"
+	want := "gate replay: 2,400,000 records, 480,000/s; 2,500,000 of 10,000,000 offsets (25%), at 2026-11-27 14:03:00Z, 15s left\n"
 	if b.String() != want {
 		t.Errorf("progress line %q, want %q", b.String(), want)
 	}
@@ -170,7 +170,7 @@ func TestReplayProgressLine(t *testing.T) {
 	if !strings.HasSuffix(b.String(), ", 3m left\n") {
 		t.Errorf("progress line %q after a minute of a quarter: want 3m left", b.String())
 	}
-	// Near the end: 100% only once every record is read, not with records still to go.
+	// Near the end: 100% only once every offset is read, not with offsets still to go.
 	b.Reset()
 	replayProgress(&b, replay.Progress{Done: 9_999_000, Total: 10_000_000, At: p.At}, 20*time.Second)
 	if !strings.Contains(b.String(), "(99%)") {
@@ -180,8 +180,52 @@ func TestReplayProgressLine(t *testing.T) {
 	// record): no place in time, not year one.
 	b.Reset()
 	replayProgress(&b, replay.Progress{Done: 5_000, Total: 10_000_000}, 2*time.Second)
-	if want := "gate replay: 5,000 of 10,000,000 records (0%), 2,500/s, 1h6m38s left\n"; b.String() != want {
+	if want := "gate replay: 0 records, 0/s; 5,000 of 10,000,000 offsets (0%), 1h6m38s left\n"; b.String() != want {
 		t.Errorf("progress line %q before any record was handed on, want %q", b.String(), want)
+	}
+}
+
+// The progress line over a transactional input (a producer's transactions, or the
+// gate's own exactly-once outputs replayed) counts records, not offsets: each
+// transaction's marker and an aborted transaction's records take offsets a
+// read_committed reader never gets. It called 13 offsets "13 of 13 records" where 7
+// records were read.
+func TestReplayProgressCountsRecordsOfATransactionalInput(t *testing.T) {
+	t.Parallel()
+	c, _ := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"), kgo.TransactionalID("progress-test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	txn := func(n int, end kgo.TransactionEndTry) {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			r := &kgo.Record{Partition: 0, Value: fmt.Appendf(nil, `{"team_id":"a","i":%d}`, i), Timestamp: at.Add(time.Duration(i) * time.Second)}
+			if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(t.Context(), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(5, kgo.TryCommit) // offsets 0-4, its marker 5
+	txn(3, kgo.TryAbort)  // offsets 6-8, aborted, its marker 9
+	txn(2, kgo.TryCommit) // offsets 10-11, its marker 12
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var last replay.Progress
+	n := 0
+	_, err := replay.Read(ctx, replay.Range{Topic: "events", Offsets: []replay.PartitionRange{{Partition: 0, Start: 0, End: 13}}},
+		func(*kgo.Record, time.Time) { n++ }, func(p replay.Progress) { last = p }, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil || n != 7 {
+		t.Fatalf("read %d records: %v; want the 7 committed", n, err)
+	}
+	var b bytes.Buffer
+	replayProgress(&b, last, 7*time.Second)
+	line := b.String()
+	if !strings.HasPrefix(line, "gate replay: 7 records, 1/s; 13 of 13 offsets (100%)") {
+		t.Errorf("progress line %q at the end of 7 records in 13 offsets: want 7 records, at 1/s, and the 13 offsets read of 13", line)
 	}
 }
 

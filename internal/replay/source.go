@@ -26,11 +26,13 @@ type Range struct {
 	Offsets  []PartitionRange
 }
 
-// Progress is how far a read is: records read of the range's offsets (Total counts
-// every offset, control records and aborted transactions' records included, so Done
-// ends at most at Total) and the newest record time.
+// Progress is how far a read is: the offsets read of the range's (Done of Total, every
+// offset counted, transaction markers and aborted transactions' records included, so
+// Done ends at most at Total), the records handed on (Records: what is replayed, fewer
+// than the offsets on a transactional input) and the newest record time.
 type Progress struct {
 	Done, Total int64
+	Records     int64
 	At          time.Time
 	// Waiting, when not empty, are the partitions that have not reached their end and
 	// sent nothing for stallAfter: a transaction still open holds back what a
@@ -119,7 +121,7 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 				return m.read(), err
 			}
 			if progress != nil {
-				progress(Progress{Done: m.offsets, Total: m.total, At: m.at, Waiting: m.waiting()})
+				progress(Progress{Done: m.offsets, Total: m.total, Records: m.records, At: m.at, Waiting: m.waiting()})
 			}
 			continue
 		}
@@ -157,11 +159,11 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 			cl.ResumeFetchPartitions(map[string][]int32{rng.Topic: resume})
 		}
 		if progress != nil {
-			progress(Progress{Done: m.offsets, Total: m.total, At: m.at})
+			progress(Progress{Done: m.offsets, Total: m.total, Records: m.records, At: m.at})
 		}
 	}
 	if progress != nil {
-		progress(Progress{Done: m.offsets, Total: m.total, At: m.at})
+		progress(Progress{Done: m.offsets, Total: m.total, Records: m.records, At: m.at})
 	}
 	return m.read(), nil
 }
@@ -395,6 +397,7 @@ type merge struct {
 	all      []*queue
 	from, to int64 // the range's times in Unix ns; 0: none
 	offsets  int64 // offsets received, for progress
+	records  int64 // records handed on, for progress
 	total    int64 // offsets of the range, as far as known
 	at       time.Time
 }
@@ -671,6 +674,7 @@ func (m *merge) emit(fn func(*kgo.Record, time.Time)) {
 		r := best.recs[0]
 		best.pop()
 		m.at = time.Unix(0, best.head)
+		m.records++
 		fn(r, m.at)
 	}
 }
