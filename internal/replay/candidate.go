@@ -66,6 +66,9 @@ func NewCandidate(name string, cfg config.Config, set *rules.Set) (*Candidate, e
 	if set != nil {
 		for _, r := range set.Rules {
 			c.b.ruleSet = append(c.b.ruleSet, r.Name)
+			if r.Shadow {
+				c.b.shadows = append(c.b.shadows, r.Name)
+			}
 		}
 	}
 	// Built now to refuse bad settings at once (on any clock: nothing is counted); built
@@ -96,7 +99,7 @@ func (c *Candidate) build(base time.Time) error {
 	// One hash seed for the limiters and the aggregate, as a gate has it.
 	seed := maphash.MakeSeed()
 	c.agg = outcome.NewAggSeeded(time.Minute, outcome.NewBudget(c.rows), seed)
-	c.sc = route.Scratch{Outcomes: c.agg}
+	c.sc = route.Scratch{Outcomes: c.agg, ShadowOver: c.shadowOver}
 	exact := func(lc limit.Config) limit.Config {
 		lc.SketchWidth, lc.KeyCardinality, lc.HashSeed = 0, 0, seed
 		return lc
@@ -143,7 +146,7 @@ func (c *Candidate) build(base time.Time) error {
 func (c *Candidate) worker() *Candidate {
 	w := *c
 	w.b = newBuilder()
-	w.b.ruleSet = c.b.ruleSet
+	w.b.ruleSet, w.b.shadows = c.b.ruleSet, c.b.shadows
 	w.router, w.stores, w.sc, w.out = nil, nil, route.Scratch{}, kgo.Record{}
 	return &w
 }
@@ -174,6 +177,12 @@ func (c *Candidate) use(lims ...*limit.Limiter) {
 func (c *Candidate) route(now time.Time, rec *kgo.Record) {
 	o := c.router.RouteInto(now, rec, &c.sc, &c.out)
 	c.b.observe(now, &o)
+}
+
+// shadowOver follows a shadow rule's level at a key it was over (route.Scratch.ShadowOver):
+// the record's decision, which observe follows, is another rule's.
+func (c *Candidate) shadowOver(now time.Time, rule, key string, d limit.Decision) {
+	c.b.shadowOver(now, rule, key, d)
 }
 
 // tick is the write phase of the fleet's tick at now: every count written, the reads

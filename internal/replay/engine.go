@@ -277,7 +277,7 @@ func (e *Engine) Report(top int) *Report {
 		}
 		for i, c := range e.cands {
 			b := newBuilder()
-			b.ruleSet = c.b.ruleSet
+			b.ruleSet, b.shadows = c.b.ruleSet, c.b.shadows
 			for _, w := range e.workers {
 				if e.records > 0 { // else never started: nothing to seal
 					w.cands[i].seal()

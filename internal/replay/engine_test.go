@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -718,6 +719,57 @@ func TestEmptyRangeListsTheGateLimitsRow(t *testing.T) {
 		}
 		if !strings.Contains(text.String(), "(GATE_* limits)") {
 			t.Errorf("%s range: the text's rules table has no row for the GATE_* limits:\n%s", name, text.String())
+		}
+	}
+}
+
+// A shadow rule's keys are reported with the rule's own level and threshold, marked
+// (shadow) as gate team marks its rows: the record's decision, the only one the report
+// followed, is another rule's, so a key over a shadow rule had threshold and peak 0
+// ("-"), and a shadow rule's rows read as an enforced rule's. On any number of workers.
+func TestShadowRuleKeyHasItsLevel(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m"})
+	set := testRules(t, cfg, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:1000]
+  action: overflow
+- name: burst
+  key: json:team_id
+  limits: [1m:50]
+  shadow: true
+`)
+	for _, workers := range []int{1, 2} {
+		rep := replaySet(t, "c", cfg, set, steady(nil, "steady", 0, 5*time.Minute, 90), workers, 5)
+		keys := rep.Candidates[0].Keys
+		if len(keys) != 1 || keys[0].Rule != "burst" || keys[0].ShadowOver == 0 {
+			t.Fatalf("%d workers: keys %+v, want the steady team over burst", workers, keys)
+		}
+		k := keys[0]
+		// 90 a minute against 50: over from its 51st record, its level up to 90.
+		if k.Threshold != 50 || k.PeakRatio < 1 || k.PeakRatio > 2 {
+			t.Errorf("%d workers: the shadow rule's key has threshold %d and peak ratio %g; want 50 and its level over it", workers, k.Threshold, k.PeakRatio)
+		}
+		for _, p := range k.Series {
+			if p.Affected > 0 && (p.Threshold != 50 || p.Level < 50) {
+				t.Errorf("%d workers: minute %s, %d records over burst, has level %g of threshold %d", workers, p.Minute.Format(time.TimeOnly), p.Affected, p.Level, p.Threshold)
+			}
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, rep); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^burst \(shadow\) +steady .* 1\.[0-9]+ × 50$`).MatchString(text.String()) ||
+			!regexp.MustCompile(`(?m)^ *burst \(shadow\) `).MatchString(text.String()) {
+			t.Errorf("%d workers: the text does not mark burst shadow in both tables with the key's peak of 50:\n%s", workers, text.String())
+		}
+		b, err := json.Marshal(rep.Candidates[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte(`"rule":"burst","shadow":true`)); n != 2 {
+			t.Errorf("%d workers: -json marks burst shadow %d times, want 2 (its rule and its key): %s", workers, n, b)
 		}
 	}
 }

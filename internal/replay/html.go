@@ -134,7 +134,7 @@ type svgChart struct {
 	YMidLabel  string
 	Start, End string
 	LegendY    string
-	NoLevel    bool // no minute has a level (only a shadow rule was over the key)
+	NoLevel    bool // no minute has a level (a key affected where none was seen)
 }
 
 type svgRect struct{ X, Y, W, H string }
@@ -146,8 +146,8 @@ type svgPoint struct{ X, Y string }
 // level is drawn at its middle. Lines are broken where minutes are missing rather than
 // drawn across what was not seen.
 //
-// A key whose every minute has no threshold, one only a shadow rule was over, has no
-// level to draw either (Point): its chart shades the minutes it was over and is marked
+// A key whose every minute has no threshold (no level seen of it, Point) has no level to
+// draw either: its chart shades the minutes it was over and is marked
 // NoLevel, drawn without the axis's figures and the level's and threshold's legend (it
 // had a 0 to 1 axis under a legend promising both).
 func newSVGChart(k *KeyReport) *svgChart {
@@ -199,9 +199,8 @@ func newSVGChart(k *KeyReport) *svgChart {
 		c.Shades = append(c.Shades, svgRect{f1(x0), f1(chartPadT), f1(max(x1-x0, 1)), f1(plotH)})
 		i = j
 	}
-	// A minute with no threshold has no level either: the key was affected then (over a
-	// shadow rule, whose level the record's decision does not carry) without a record
-	// judged on it near its threshold. Its level is not 0, it is unknown: not drawn.
+	// A minute with no threshold has no level either: the key was affected then without
+	// a level of it seen. Its level is not 0, it is unknown: not drawn.
 	for i := 0; i < len(pts); i++ {
 		if pts[i].Threshold <= 0 {
 			continue
@@ -313,7 +312,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 	"ratio": func(v float64) string {
 		if v <= 0 {
-			return "—" // only a shadow rule was over: no ratio of its own
+			return "—" // no level seen: no ratio
 		}
 		return ratioDown(v, 2) + "×" // as the text report has it
 	},
@@ -377,7 +376,7 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <table>
 <tr><th class="l">rule</th><th>accepted</th><th>tagged</th><th>overflow</th><th>topic</th><th>dropped</th><th>dead letter</th><th>shadow over</th></tr>
 {{- range .Rules}}
-<tr><td class="l">{{rule .Rule}}</td><td>{{num .Accepted}}</td><td>{{num .Tagged}}</td><td>{{num .Overflow}}</td><td>{{num .Topic}}</td><td>{{num .Dropped}}</td><td>{{num .DeadLetter}}</td><td>{{num .ShadowOver}}</td></tr>
+<tr><td class="l">{{rule .Rule}}{{if .Shadow}} (shadow){{end}}</td><td>{{num .Accepted}}</td><td>{{num .Tagged}}</td><td>{{num .Overflow}}</td><td>{{num .Topic}}</td><td>{{num .Dropped}}</td><td>{{num .DeadLetter}}</td><td>{{num .ShadowOver}}</td></tr>
 {{- end}}
 </table>
 {{- if named .Rules}}
@@ -400,7 +399,7 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <table>
 <tr><th class="l">rule</th><th class="l">key</th><th>limited</th><th>tagged</th><th>shadow over</th><th class="l">first limited</th><th class="l">last limited</th><th>peak ratio</th></tr>
 {{- range .Keys}}
-<tr><td class="l">{{rule .Rule}}</td><td class="l"><code>{{key .Key}}</code></td><td>{{num .Limited}}</td><td>{{num .Tagged}}</td><td>{{num .ShadowOver}}</td><td class="l">{{minute .FirstLimited}}</td><td class="l">{{minute .LastLimited}}</td><td>{{ratio .PeakRatio}}</td></tr>
+<tr><td class="l">{{rule .Rule}}{{if .Shadow}} (shadow){{end}}</td><td class="l"><code>{{key .Key}}</code></td><td>{{num .Limited}}</td><td>{{num .Tagged}}</td><td>{{num .ShadowOver}}</td><td class="l">{{minute .FirstLimited}}</td><td class="l">{{minute .LastLimited}}</td><td>{{ratio .PeakRatio}}</td></tr>
 {{- end}}
 </table>
 {{- else}}
@@ -412,7 +411,7 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <p class="muted">Charts for the first {{len .Charts}} keys; {{num .ChartMore}} more are in the table only.</p>
 {{- end}}
 {{- range .Charts}}
-<h4>{{rule .Key.Rule}} · <code>{{key .Key.Key}}</code></h4>
+<h4>{{rule .Key.Rule}}{{if .Key.Shadow}} (shadow){{end}} · <code>{{key .Key.Key}}</code></h4>
 {{- with .SVG}}
 {{- if .NoLevel}}
 <p class="muted">Only a shadow rule was over it: the minutes it was over are shaded; it has no level of its own to draw (the records' decisions were another rule's).</p>

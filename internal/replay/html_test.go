@@ -305,11 +305,12 @@ func countNear(img image.Image, c color.RGBA) int {
 	return n
 }
 
-// TestHTMLChartDrawsNoLevelNotSeen: a key only a shadow rule was over has minutes in its
-// series (its records over in shadow) but no level of its own (the record's decision was
-// another rule's): its chart shades those minutes and draws no level there. It drew a
-// level of 0 along them, a key over its shadow threshold every minute charted as idle.
-func TestHTMLChartDrawsNoLevelNotSeen(t *testing.T) {
+// TestHTMLChartDrawsAShadowRulesLevel: a key only a shadow rule was over has minutes in
+// its series (its records over in shadow) and the shadow rule's level there (the
+// record's decision was another rule's, its level followed apart): its chart shades those
+// minutes and draws that level. It drew a level of 0 along them once, a key over its
+// shadow threshold every minute charted as idle, and then no level at all.
+func TestHTMLChartDrawsAShadowRulesLevel(t *testing.T) {
 	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m"})
 	c, err := NewCandidate("candidate", cfg, testRules(t, cfg, `
 rules:
@@ -338,8 +339,8 @@ rules:
 	if ch == nil || len(ch.Shades) == 0 {
 		t.Fatalf("no chart, or no minutes shaded, for %d records over in shadow", steady.ShadowOver)
 	}
-	if len(ch.Levels) > 0 || len(ch.Dots) > 0 {
-		t.Errorf("a level drawn for a key no level was seen of: lines %q, dots %v (series %+v)", ch.Levels, ch.Dots, steady.Series)
+	if len(ch.Levels) == 0 || ch.NoLevel {
+		t.Errorf("no level drawn for the shadow rule's key: lines %q, dots %v (series %+v)", ch.Levels, ch.Dots, steady.Series)
 	}
 }
 
@@ -377,11 +378,11 @@ func TestWriteHTMLQuotesOddKeys(t *testing.T) {
 	}
 }
 
-// A key only a shadow rule was over has minutes affected and no level nor threshold in
-// any of them (Point): the page drew it a plot shaded whole on a 0 to 1 axis, no line,
-// under a legend promising a level and a threshold. Its chart keeps the shaded minutes
-// (TestHTMLChartDrawsNoLevelNotSeen) without the axis's figures and that legend, and the
-// page says why; a key with a level keeps both.
+// A key with minutes affected and no level nor threshold in any of them (Point; a key
+// only a shadow rule was over, before replay followed a shadow rule's level): the page
+// drew it a plot shaded whole on a 0 to 1 axis, no line, under a legend promising a
+// level and a threshold. Its chart keeps the shaded minutes without the axis's figures
+// and that legend, and the page says why; a key with a level keeps both.
 func TestShadowOnlyKeyChartPromisesNoLevel(t *testing.T) {
 	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
 	shadow := KeyReport{Rule: "team-tight", Key: "1", Team: "1", ShadowOver: 40, FirstLimited: at, LastLimited: at.Add(time.Minute),

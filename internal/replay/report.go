@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -109,6 +110,9 @@ func (t *Totals) add(r *outcome.Row) {
 // Records, as ShadowOver is. Rule is empty for the gate's limits without a rules file.
 type RuleFate struct {
 	Rule string `json:"rule"`
+	// Shadow says the rule is a shadow rule: it changes no record's fate, its figures are
+	// what it would have done.
+	Shadow bool `json:"shadow"`
 	Totals
 }
 
@@ -118,7 +122,10 @@ type RuleFate struct {
 // tagged first, or sent away after, is counted at that rule's key (an outcome row names
 // one rule and key), so a rule's keys' Tagged may sum to less than its RuleFate's.
 type KeyReport struct {
-	Rule       string `json:"rule"`
+	Rule string `json:"rule"`
+	// Shadow says Rule is a shadow rule: the key's level and threshold are the rule's
+	// own, what it would have judged, not where the records went.
+	Shadow     bool   `json:"shadow"`
 	Key        string `json:"key"`
 	Team       string `json:"team"`
 	Limited    int64  `json:"limited"`
@@ -128,8 +135,8 @@ type KeyReport struct {
 	FirstLimited time.Time `json:"first_limited"`
 	LastLimited  time.Time `json:"last_limited"`
 	// Threshold is the key's threshold per window at its peak; PeakRatio its highest
-	// level (the sliding-window count the gate compares) ÷ its threshold at the time.
-	// 0 for a key only a shadow rule was over (the record's own decision was another's).
+	// level (the sliding-window count the gate compares) ÷ its threshold at the time:
+	// under a shadow rule, the rule's own, seen at the records it was over.
 	Threshold int64   `json:"threshold"`
 	PeakRatio float64 `json:"peak_ratio"`
 	// Series is the key's minutes within half of its threshold or more, or with records
@@ -141,8 +148,8 @@ func (k *KeyReport) affected() int64 { return k.Limited + k.Tagged + k.ShadowOve
 
 // Point is one minute of a key: its highest level and its threshold then, and its
 // records limited, tagged or over in shadow. Level and Threshold are 0 in a minute no
-// record was judged on the key near its threshold (or forced): a key only a shadow rule was over
-// (the record's decision was another rule's) has no level of its own.
+// record was judged on the key near its threshold (or forced), nor found over it by a
+// shadow rule.
 type Point struct {
 	Minute    time.Time `json:"minute"`
 	Level     float64   `json:"level"`
@@ -175,6 +182,7 @@ type builder struct {
 	teams   map[string]int64 // records limited, by team
 	folded  int64
 	ruleSet []string
+	shadows []string // the set's shadow rules
 	// deadAt counts the records each rule dead-lettered (route.Outcome.DeadRule): their
 	// outcome rows name no rule.
 	deadAt map[string]int64
@@ -221,6 +229,23 @@ func (b *builder) observe(now time.Time, o *route.Outcome) {
 		return // a minute far from its threshold: no point (the chart's line breaks)
 	}
 	p := k.point(m)
+	if d.Level > p.Level || p.Threshold == 0 {
+		p.Level, p.Threshold = d.Level, d.Threshold
+	}
+	if r := d.Level / float64(d.Threshold); r > k.PeakRatio {
+		k.PeakRatio, k.Threshold = r, d.Threshold
+	}
+}
+
+// shadowOver follows the level of shadow rule rule at key, the key of its outcome row,
+// when it was over a record: the record's decision, which observe follows, is another
+// rule's, and the row keeps no level.
+func (b *builder) shadowOver(now time.Time, rule, key string, d limit.Decision) {
+	if d.Threshold <= 0 {
+		return
+	}
+	k := b.key(rule, key)
+	p := k.point(now.Truncate(time.Minute))
 	if d.Level > p.Level || p.Threshold == 0 {
 		p.Level, p.Threshold = d.Level, d.Threshold
 	}
@@ -384,7 +409,7 @@ func (b *builder) report(name string, top int, limiterKey func(rule, team, key s
 		// The records it tagged whose fate another rule decided (a row of theirs): tagged
 		// beside it, as shadow_over is, not among its records.
 		t.Tagged += b.taggedBeside[r]
-		c.Rules = append(c.Rules, RuleFate{Rule: r, Totals: t})
+		c.Rules = append(c.Rules, RuleFate{Rule: r, Shadow: slices.Contains(b.shadows, r), Totals: t})
 	}
 	var keys []*KeyReport
 	for _, k := range b.keys {
@@ -400,6 +425,7 @@ func (b *builder) report(name string, top int, limiterKey func(rule, team, key s
 	for _, k := range keys[:min(top, len(keys))] {
 		kc := *k
 		kc.Series = slices.Clone(k.Series)
+		kc.Shadow = slices.Contains(b.shadows, k.Rule)
 		c.Keys = append(c.Keys, kc)
 	}
 	return c

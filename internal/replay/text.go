@@ -38,7 +38,7 @@ func WriteText(w io.Writer, r *Report) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "RULE\tACCEPTED\tTAGGED\tOVERFLOW\tTOPIC\tDROPPED\tDEAD LETTER\tSHADOW OVER\t")
 		for _, rf := range c.Rules {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cli.Shown(ruleName(rf.Rule)), n(rf.Accepted), n(rf.Tagged), n(rf.Overflow), n(rf.Topic),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", ruleText(rf.Rule, rf.Shadow), n(rf.Accepted), n(rf.Tagged), n(rf.Overflow), n(rf.Topic),
 				n(rf.Dropped), n(rf.DeadLetter), n(rf.ShadowOver))
 		}
 		if err := tw.Flush(); err != nil {
@@ -69,7 +69,7 @@ func WriteText(w io.Writer, r *Report) error {
 			if k.Threshold > 0 {
 				peak = ratioDown(k.PeakRatio, 2) + " × " + n(k.Threshold)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(ruleName(k.Rule)), cli.Shown(k.Key), n(k.Limited), n(k.Tagged), n(k.ShadowOver),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ruleText(k.Rule, k.Shadow), cli.Shown(k.Key), n(k.Limited), n(k.Tagged), n(k.ShadowOver),
 				minute(k.FirstLimited), minute(k.LastLimited), peak)
 		}
 		if err := tw.Flush(); err != nil {
@@ -136,4 +136,13 @@ func signed(n int64) string {
 		return "+" + outcome.Thousands(n)
 	}
 	return outcome.Thousands(n)
+}
+
+// ruleText is a rule's name as the tables show it, a shadow rule's marked (shadow), as
+// gate team marks its rows: its figures are what it would have done.
+func ruleText(rule string, shadow bool) string {
+	if shadow {
+		return cli.Shown(rule) + " (shadow)"
+	}
+	return cli.Shown(ruleName(rule))
 }

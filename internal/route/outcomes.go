@@ -263,6 +263,9 @@ func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, js str
 		f.LimiterKey = key
 	}
 	s.Outcomes.Record(&f)
+	if s.ShadowOver != nil {
+		s.ShadowOver(now, st.Name, rk, d)
+	}
 }
 
 // rowKey is the key and team of the outcome row of rec under rule st, whose key of rec is
