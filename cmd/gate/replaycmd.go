@@ -81,7 +81,7 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.StringVar(&o.rules, "rules", "", "replay the rules of `FILE` (default: GATE_RULES_FILE, else the GATE_* limits)")
 	fs.StringVar(&o.against, "against", "", "compare with a second set: a rules `FILE`, or current (the environment's)")
-	fs.StringVar(&o.from, "from", "", "start at `T`: a time (RFC 3339) or a duration before now (default: each partition's start)")
+	fs.StringVar(&o.from, "from", "", "start at `T`: a time (RFC 3339) or a duration before now, found by record timestamps: a record without one (Kafka's -1) before a partition's first stamped T or later is not read (default: each partition's start)")
 	fs.StringVar(&o.to, "to", "", "end before `T`: a time (RFC 3339) or a duration before now (default: the end when the replay starts)")
 	fs.StringVar(&o.offsets, "offsets", "", "replay exactly these offsets instead of -from and -to: `P:A-B`,... (partition P, offsets A to B−1)")
 	fs.StringVar(&o.topic, "topic", "", "read `TOPIC` (default GATE_INPUT_TOPIC)")

@@ -225,6 +225,39 @@ func TestReadEndsOnAnAbortedTail(t *testing.T) {
 	}
 }
 
+// TestReadFromPassesOverRecordsWithoutTimestamp: -from is found by ListOffsets, which
+// looks at record timestamps alone and passes over a record of -1: one before a
+// partition's first record stamped -from or later is not read (docs/rules.md says so),
+// where a read from the partition's start reads it.
+func TestReadFromPassesOverRecordsWithoutTimestamp(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	untimed := event("a", "u0", 0)
+	untimed.Timestamp = time.UnixMilli(-1)
+	if err := cl.ProduceSync(t.Context(), untimed, event("a", "u1", time.Minute), event("a", "u2", 2*time.Minute)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from time.Time
+		want int
+	}{{time.Time{}, 3}, {start.Add(time.Minute), 2}} {
+		var n, stamped int
+		_, err := Read(t.Context(), Range{Topic: "events", From: tc.from}, func(r *kgo.Record, _ time.Time) {
+			n++
+			if r.Timestamp.UnixMilli() > 0 {
+				stamped++
+			}
+		}, nil, kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil || n != tc.want || stamped != 2 {
+			t.Errorf("-from %v: read %d records, %d stamped: %v; want %d, 2 stamped", tc.from, n, stamped, err, tc.want)
+		}
+	}
+}
+
 // The merge hands records on by record time, then partition, then offset, whatever order
 // their fetches come in, and only when every partition not at its end has a record
 // waiting.
