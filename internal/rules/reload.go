@@ -152,19 +152,36 @@ func (r *Reloader) Check(ctx context.Context) bool {
 	if now.Before(r.next) && !now.Before(r.next.Add(-r.interval)) {
 		return false
 	}
-	return r.read(ctx, now)
+	changed, _ := r.read(ctx, now)
+	return changed
 }
 
 // CheckNow is Check without waiting for the interval: for a caller that paces the reads
 // itself (the gate's tick loop).
 func (r *Reloader) CheckNow(ctx context.Context) bool {
+	changed, _ := r.CheckNowResult(ctx)
+	return changed
+}
+
+// What a read of the rules file found (CheckNowResult), for a caller that says it to an
+// operator (the gate's SIGHUP line).
+const (
+	ReadUnchanged   = "unchanged: the rules in use stay"
+	ReadReloaded    = "reloaded: its rules are put in use"
+	ReadRefused     = "changed but cannot be used: the last good rules stay in use (see the error line)"
+	ReadUnchecked   = "changed but its rule topics could not be checked now: the rules in use stay, it is checked again at the next read"
+	ReadInterrupted = "read cut short: the gate is stopping"
+)
+
+// CheckNowResult is CheckNow, also saying what the read found (one of the Read constants).
+func (r *Reloader) CheckNowResult(ctx context.Context) (changed bool, result string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.read(ctx, r.clock.Now())
 }
 
-// read is Check's read of the file at now; r.mu is held.
-func (r *Reloader) read(ctx context.Context, now time.Time) bool {
+// read is Check's read of the file at now, and what it found; r.mu is held.
+func (r *Reloader) read(ctx context.Context, now time.Time) (bool, string) {
 	r.next = now.Add(r.interval)
 	raw, err := readWith(r.readFile, r.path)
 	if err != nil {
@@ -181,7 +198,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 			r.good.Set(1)
 			r.log.Info("rules file is back to the rules in use", "file", r.path)
 		}
-		return false
+		return false, ReadUnchanged
 	}
 	state := readState(raw, err)
 	var s *Set
@@ -192,13 +209,13 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 		if cerr := r.check(ctx, s); cerr != nil {
 			if ctx.Err() != nil {
 				// Cut short (the gate stopping): nothing is known of the set.
-				return false
+				return false, ReadInterrupted
 			}
 			if errors.Is(cerr, ErrUnchecked) && state == r.lastBad {
 				// This very edit was refused already: a read Kafka does not answer (a
 				// rolling restart) says nothing new of it. Clearing the refusal here had the
 				// next answer refuse, count and log it again, the gauge flapping.
-				return false
+				return false, ReadRefused
 			}
 			if errors.Is(cerr, ErrUnchecked) {
 				// Nor when the check could not be made: the file parses, and what is
@@ -215,7 +232,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 					r.log.Warn("rules file changed but could not be checked now; the rules in use stay, and it is checked again at every read",
 						"file", r.path, "err", cerr, "rules_in_use", names(r.cur.Load()), "replaces_refused_edit", fixed)
 				}
-				return false
+				return false, ReadUnchecked
 			}
 			if ps := Problems(nil); errors.As(cerr, &ps) {
 				err = fmt.Errorf("%w: %w", ErrRules, cerr) // each names the file, at its place
@@ -232,7 +249,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 			r.log.Error("rules file changed but cannot be used; the last good rules stay in use until it is fixed",
 				"file", r.path, "err", err, "rules_in_use", names(r.cur.Load()))
 		}
-		return false
+		return false, ReadRefused
 	}
 	old := r.cur.Swap(s)
 	r.raw, r.lastBad, r.unchecked = raw, "", ""
@@ -240,7 +257,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 	r.rules.Set(float64(len(s.Rules)))
 	r.good.Set(1)
 	r.log.Info("rules file reloaded", "file", r.path, "rules", names(s), "before", names(old))
-	return true
+	return true, ReadReloaded
 }
 
 // readState is what a read of the file found: its content, or (err) why it could not be

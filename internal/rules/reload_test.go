@@ -113,6 +113,16 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 	if !r.CheckNow(t.Context()) || ruleNames() != "user,team" {
 		t.Fatalf("CheckNow: %s", ruleNames())
 	}
+	// CheckNowResult says what the read found, for the gate's SIGHUP line.
+	for _, tt := range []struct {
+		file, want string
+		changed    bool
+	}{{twoRules, ReadUnchanged, false}, {badRule, ReadRefused, false}, {badRule, ReadRefused, false}, {oneRule, ReadReloaded, true}} {
+		write(tt.file)
+		if changed, got := r.CheckNowResult(t.Context()); changed != tt.changed || got != tt.want {
+			t.Errorf("CheckNowResult: %v %q, want %v %q", changed, got, tt.changed, tt.want)
+		}
+	}
 }
 
 // A file that cannot be read or used stops the gate at start, naming the problem.
