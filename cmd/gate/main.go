@@ -34,6 +34,14 @@
 //     or more after the first, ends it at once, with a line on stderr and exit status
 //     128 + its number (143 for SIGTERM); one sooner is the first sent twice (timeout(1)
 //     signals the process and its group).
+//   - SIGHUP never stops `gate serve`: it reads GATE_RULES_FILE at once, as the read
+//     every 5s does (a changed, valid file is put in use), and logs "SIGHUP: rules file
+//     checked" with what the read found; without a rules file it logs that there is
+//     nothing to reload (the live overrides are read from Redis every
+//     GATE_OVERRIDES_REFRESH; every other setting at start only). Left to Go's default,
+//     an operator's kill -HUP, which reloads most daemons, killed the gate at once,
+//     without its shutdown. The other commands keep the default (a closed terminal ends
+//     them).
 //
 // Subcommands (commands.go; gate help lists them with their flags): serve or run (the
 // default), env (the variable table as Markdown), load (the demo load, to a real broker),
@@ -81,7 +89,13 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go exitOnSecondSignal(sigs, serving(os.Args[1:]), time.Now, os.Stderr, os.Exit)
+	var hangups chan os.Signal
+	if serving(os.Args[1:]) {
+		hangups = make(chan os.Signal, 1)
+		signal.Notify(hangups, syscall.SIGHUP)
+	}
 	err := run(ctx, os.Args[1:], host{
+		hangups:  hangups,
 		environ:  os.Environ(),
 		getenv:   os.Getenv,
 		hostname: hostname,
@@ -153,6 +167,7 @@ type host struct {
 	hostname func() string       // this host's name: part of the default transactional id
 	clock    clock.Clock         // the wall clock: when `gate overrides` changed the hash
 	memory   memoryHost          // the container's memory limit and the runtime's (serve)
+	hangups  <-chan os.Signal    // SIGHUP (serve): read the rules file now; nil: none come
 }
 
 // names returns the GATE_ variables set (config.Names).
@@ -272,6 +287,11 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 		defer t.Stop()
 		followMemoryLimit(probeCtx, log, t.C, cfg.MemoryLimitRatio, h.memory, mem.container)
 	}()
+	hangupsDone := make(chan struct{})
+	go func() {
+		defer close(hangupsDone)
+		takeHangups(probeCtx, h.hangups, g, cfg.OverridesRefresh, log)
+	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The consumer checks records against lim; it stops first on shutdown, before the
@@ -316,8 +336,38 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	<-probeDone
 	<-overridesDone
 	<-memoryDone
+	<-hangupsDone
 	log.Info("stopped")
 	return runErr
+}
+
+// rulesChecker reads the rules file at once (gate.Gate.CheckRulesNow).
+type rulesChecker interface {
+	CheckRulesNow(ctx context.Context) (file, result string, ok bool)
+}
+
+// takeHangups answers each SIGHUP on hups until ctx ends: the rules file read at once,
+// through the tick loop that reads it every interval (so a changed, valid file is put in
+// use the same way), and a line saying what the read found; or, without a rules file, a
+// line saying there is nothing to reload. It never stops the gate.
+func takeHangups(ctx context.Context, hups <-chan os.Signal, rc rulesChecker, overridesRefresh time.Duration, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hups:
+		}
+		file, result, ok := rc.CheckRulesNow(ctx)
+		switch {
+		case ok:
+			log.Info("SIGHUP: rules file checked", "file", file, "result", result)
+		case file != "":
+			return // the gate is stopping
+		default:
+			log.Info("SIGHUP: nothing to reload: no rules file (GATE_RULES_FILE); the live overrides are read from Redis every GATE_OVERRIDES_REFRESH, every other setting at start only; the gate goes on",
+				"overrides_refresh", overridesRefresh.String())
+		}
+	}
 }
 
 // redisLogsTo sends go-redis's own log lines through log, at debug level

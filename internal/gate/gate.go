@@ -58,8 +58,11 @@ type Gate struct {
 
 	// With rules: the generation in use, the reloader of GATE_RULES_FILE (nil for
 	// Options.Rules), and what a new generation is built from (rules.go).
-	gen       atomic.Pointer[generation]
-	reloader  *rules.Reloader
+	gen      atomic.Pointer[generation]
+	reloader *rules.Reloader
+	// checkNow takes CheckRulesNow's requests to RunTick's loop, which alone reads the
+	// file and switches generations; each sends what the read found on its channel.
+	checkNow  chan chan string
 	cfg       config.Config
 	instances []redis.UniversalClient
 	log       *slog.Logger

@@ -75,6 +75,7 @@ func (g *Gate) ruleSet(cfg config.Config, o Options, log *slog.Logger) (*rules.S
 		return nil, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
 	}
 	g.reloader = r
+	g.checkNow = make(chan chan string)
 	return r.Current(), nil
 }
 
@@ -338,12 +339,18 @@ func (g *Gate) RunTick(ctx context.Context) {
 	t := time.NewTicker(g.reload)
 	defer t.Stop()
 	for {
+		var reply chan string // a CheckRulesNow's, told what the read found
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case reply = <-g.checkNow:
 		}
-		if !g.reloader.CheckNow(ctx) {
+		changed, result := g.reloader.CheckNowResult(ctx)
+		if !changed {
+			if reply != nil {
+				reply <- result
+			}
 			continue
 		}
 		set := g.reloader.Current()
@@ -355,6 +362,9 @@ func (g *Gate) RunTick(ctx context.Context) {
 		g.primeMu.Unlock()
 		if err != nil {
 			g.log.Error("rules file reloaded but its rules cannot be built; the rules in use stay", "file", set.Source, "err", err)
+			if reply != nil {
+				reply <- "changed but its rules cannot be built: the rules in use stay (see the error line)"
+			}
 			continue
 		}
 		old, oldStop := g.gen.Load(), stop
@@ -373,6 +383,9 @@ func (g *Gate) RunTick(ctx context.Context) {
 		g.pending = nil
 		g.primeMu.Unlock()
 		g.logRulesInUse(gen)
+		if reply != nil {
+			reply <- fmt.Sprintf("%s (generation %d)", result, gen.n)
+		}
 		retiring.Add(1)
 		go func() {
 			defer retiring.Done()
@@ -417,6 +430,24 @@ func (g *Gate) RunTick(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// CheckRulesNow has RunTick read GATE_RULES_FILE at once, as its periodic read does,
+// putting a changed, valid file in use (serve's SIGHUP), and returns the file and what
+// the read found. ok is false when the gate has no rules file to read, or ctx ended
+// before RunTick took the request (the gate stopping).
+func (g *Gate) CheckRulesNow(ctx context.Context) (file, result string, ok bool) {
+	if g.reloader == nil {
+		return "", "", false
+	}
+	reply := make(chan string, 1) // RunTick never waits on the answer
+	select {
+	case g.checkNow <- reply:
+	case <-ctx.Done():
+		return g.cfg.RulesFile, "", false
+	}
+	// Taken: RunTick answers whatever happens, even when it stops meanwhile.
+	return g.cfg.RulesFile, <-reply, true
 }
 
 // reloadPrimeKeys bounds the keys of each changed limit primeReload reads.
