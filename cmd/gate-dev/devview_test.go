@@ -15,9 +15,9 @@ type teamRouter struct{}
 func (teamRouter) RouteInto(time.Time, *kgo.Record, *route.Scratch, *kgo.Record) route.Outcome {
 	return route.Outcome{}
 }
-func (teamRouter) DeadLetter(*kgo.Record, string, string) *kgo.Record      { return nil }
-func (teamRouter) DeadLetterAgain(*kgo.Record, string, string) *kgo.Record { return nil }
-func (teamRouter) TeamOf(*kgo.Record, *route.Scratch) string               { return "42" }
+func (teamRouter) DeadLetter(*kgo.Record, string, string) *kgo.Record { return nil }
+func (teamRouter) CountDeadLettered()                                 {}
+func (teamRouter) TeamOf(*kgo.Record, *route.Scratch) string          { return "42" }
 
 // The demo's counting router reads teams as the gate's router does: the consumer counts
 // the outcome rows of the records it decides itself (a dead letter after a refusal)

@@ -26,11 +26,11 @@ type Router interface {
 	// RouteInto writes into *out the record to produce for in, decided at time now. s
 	// is scratch owned by the calling goroutine.
 	RouteInto(now time.Time, in *kgo.Record, s *route.Scratch, out *kgo.Record) route.Outcome
-	// DeadLetter returns a dead-letter record for in with the given reason, counted.
+	// DeadLetter returns a dead-letter record for in with the given reason, not counted.
 	DeadLetter(in *kgo.Record, reason, detail string) *kgo.Record
-	// DeadLetterAgain is DeadLetter not counted: in's dead letter refused in turn and
-	// built again, stripped of its value.
-	DeadLetterAgain(in *kgo.Record, reason, detail string) *kgo.Record
+	// CountDeadLettered counts one dead letter the broker took (gate_records_total's
+	// dead_letter/rejected): a record refused by every topic is written nowhere.
+	CountDeadLettered()
 }
 
 // clockRefresh is how many records a worker routes on one clock reading: time.Now costs

@@ -183,6 +183,9 @@ func TestBatchRejectionRetriesRecordsAlone(t *testing.T) {
 // skip: counted, committed past, everything else delivered. stop: its partition stops
 // there (nothing committed past it), the others go on, and the consumer is not ready,
 // saying which record. Before, the partition retried the record for ever, ready.
+// Either way the record is no dead letter in gate_records_total, written nowhere
+// (its first route counts it once, as every record routed); before, the dead letter
+// built for it was counted as dead_letter/rejected.
 func TestUndeliverable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range deliveries() {
@@ -213,11 +216,15 @@ func TestUndeliverable(t *testing.T) {
 					if !g.c.Ready() {
 						t.Errorf("not ready after skipping: %v", g.c.NotReady())
 					}
+					assertNoDeadLetterCounted(t, g, n)
 					return
 				}
 				waitFor(t, 30*time.Second, "the partition stopped", func() bool {
 					return testutil.ToFloat64(g.c.m.undeliverable.WithLabelValues("stopped")) == 1
 				})
+				if got := recordsCounted(t, g.reg, "dead_letter", "rejected"); got != 0 {
+					t.Errorf(`gate_records_total{route="dead_letter",reason="rejected"} = %v with the record written nowhere, want 0`, got)
+				}
 				if g.c.Ready() {
 					t.Error("ready with a stopped partition")
 				}
@@ -243,6 +250,20 @@ func TestUndeliverable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// assertNoDeadLetterCounted checks that g, which routed n records and skipped one
+// undeliverable, counted every record once where it was first routed (the metric's
+// sum without rejected) and none as dead_letter/rejected.
+func assertNoDeadLetterCounted(t *testing.T, g *testGate, n int) {
+	t.Helper()
+	// Each routing goroutine adds its counts after its batch: they may lag the commit.
+	waitFor(t, 30*time.Second, "every record counted where it was first routed", func() bool {
+		return counterSum(t, g.reg, "gate_records_total")-recordsCounted(t, g.reg, "dead_letter", "rejected") >= float64(n)
+	})
+	if got := recordsCounted(t, g.reg, "dead_letter", "rejected"); got != 0 {
+		t.Errorf(`gate_records_total{route="dead_letter",reason="rejected"} = %v with the record written nowhere, want 0`, got)
 	}
 }
 

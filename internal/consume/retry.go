@@ -383,14 +383,12 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 	if before != "" {
 		detail = before + "; then " + detail
 	}
-	if stage >= 2 {
-		// The dead letter of stage 1, refused in turn: counted when it was built.
-		r := c.router.DeadLetterAgain(in, "rejected", detail)
-		stampNow(r, in, c.clock.Now())
-		return c.strip(in, r)
-	}
+	// Counted once the broker takes it (onProduced, onProducedTxn), not here.
 	r := c.router.DeadLetter(in, "rejected", detail)
 	stampNow(r, in, c.clock.Now())
+	if stage >= 2 {
+		return c.strip(in, r)
+	}
 	return r
 }
 

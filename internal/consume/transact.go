@@ -800,6 +800,9 @@ func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	b := f.b
 	if err == nil {
 		c.producedOK(r.Topic)
+		if f.stage > stageRouted {
+			c.router.CountDeadLettered() // as onProduced: taken, not only built
+		}
 	}
 	if errors.Is(err, context.Canceled) {
 		// Failed because the routing context ended (a revoke or loss, or the end of the

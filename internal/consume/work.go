@@ -302,9 +302,14 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	if err == nil {
 		c.producedOK(r.Topic)
-		retried := f.attempts > 0
+		retried, stage := f.attempts > 0, f.stage
 		c.ackBatch(f.b, 1) // f may be reused from here on
 		if retried {
+			if stage > stageRouted {
+				// Counted only now that it is written: one refused there too may be
+				// written nowhere (undeliverable).
+				c.router.CountDeadLettered()
+			}
 			c.retryDone()
 		}
 		return

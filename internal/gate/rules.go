@@ -259,9 +259,7 @@ func (s switchRouter) DeadLetter(in *kgo.Record, reason, detail string) *kgo.Rec
 	return s.g.gen.Load().router.DeadLetter(in, reason, detail)
 }
 
-func (s switchRouter) DeadLetterAgain(in *kgo.Record, reason, detail string) *kgo.Record {
-	return s.g.gen.Load().router.DeadLetterAgain(in, reason, detail)
-}
+func (s switchRouter) CountDeadLettered() { s.g.gen.Load().router.CountDeadLettered() }
 
 func (s switchRouter) TeamOf(in *kgo.Record, sc *route.Scratch) string {
 	return s.g.gen.Load().router.TeamOf(in, sc)

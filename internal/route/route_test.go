@@ -581,6 +581,7 @@ func TestMetrics(t *testing.T) {
 		f.r.Route(t0, in, &s)
 	}
 	f.r.DeadLetter(input("", ""), "message_too_large", "")
+	f.r.CountDeadLettered()
 	want := map[[2]string]float64{
 		{"accepted", ReasonAllowed}:          1,
 		{"overflow", ReasonRateLimited}:      1,
@@ -623,8 +624,13 @@ func TestDeadLetterMethod(t *testing.T) {
 	}
 	out = f.r.DeadLetter(in, "message_too_large", "")
 	checkOutput(t, in, out, topicDead, HeaderError, "message_too_large", HeaderErrorDetail, "", HeaderSource, "raw/11/1099511627776")
-	if got := counter(t, f.reg, "gate_records_total", "dead_letter", ReasonRejected); got != 2 {
-		t.Errorf("dead_letter/rejected = %v, want 2", got)
+	// Built, not counted: the caller counts a dead letter once it is written.
+	if got := counter(t, f.reg, "gate_records_total", "dead_letter", ReasonRejected); got != 0 {
+		t.Errorf("dead_letter/rejected = %v after building two, want 0", got)
+	}
+	f.r.CountDeadLettered()
+	if got := counter(t, f.reg, "gate_records_total", "dead_letter", ReasonRejected); got != 1 {
+		t.Errorf("dead_letter/rejected = %v after one counted, want 1", got)
 	}
 }
 

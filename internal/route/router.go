@@ -371,7 +371,8 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 		Help: "Records routed, by the topic they were sent to (route: accepted, overflow, dead_letter; dropped: a drop rule's) " +
 			"and why (reason). In dry run every record is accepted, with reason allowed or dry_run. " +
 			"A record the broker refused and that was dead-lettered with reason rejected is counted " +
-			"twice: where it was first routed, and as dead_letter/rejected.",
+			"twice: where it was first routed, and as dead_letter/rejected once the dead-letter topic took it; " +
+			"one refused there too (undeliverable) is not counted as rejected: gate_records_undeliverable_total counts it.",
 	}, []string{"route", "reason"})
 	diverted := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gate_dry_run_diverted_total",
@@ -966,24 +967,22 @@ func (r *Router) eventTime(rec *kgo.Record) time.Time {
 // on its output topic (a record too large for it, say). rec is the input record as
 // consumed, not the routed copy, so that gate-source names where to replay it from.
 // reason becomes the gate-error header (rejected when empty) and detail the
-// gate-error-detail header. The record is counted as dead_letter/rejected whatever the
-// reason, so callers cannot blow up the metric's label set. It goes to the dead-letter
-// topic in dry run too: a refused record has nowhere else to go.
+// gate-error-detail header. It is not counted: the caller calls CountDeadLettered once
+// the broker has taken it, since the dead-letter topic may refuse it too (and its copy
+// without the value), and a record written nowhere is no dead letter. It goes to the
+// dead-letter topic in dry run too: a refused record has nowhere else to go.
 func (r *Router) DeadLetter(rec *kgo.Record, reason, detail string) *kgo.Record {
-	r.records[reasonRejected].Inc()
-	return r.DeadLetterAgain(rec, reason, detail)
-}
-
-// DeadLetterAgain is DeadLetter without the count, for a record whose dead letter was
-// built and counted already and which the dead-letter topic refused in turn: the
-// copy sent there without its value is the same dead letter, not one more.
-func (r *Router) DeadLetterAgain(rec *kgo.Record, reason, detail string) *kgo.Record {
 	code := r.hdrValue[reasonRejected]
 	if reason != "" {
 		code = []byte(reason)
 	}
 	return r.deadLetter(rec, code, detail)
 }
+
+// CountDeadLettered counts one record written to the dead-letter topic as DeadLetter
+// built it, as dead_letter/rejected whatever its reason, so callers cannot blow up the
+// metric's label set.
+func (r *Router) CountDeadLettered() { r.records[reasonRejected].Inc() }
 
 // deadLetter builds rec's dead-letter record: key kept, and the gate-error,
 // gate-error-detail and gate-source headers added. A dead letter re-driven into the
