@@ -80,7 +80,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 		c.last = start
 		// TIME alone refused: an ACL without +time (NOPERM), or the command renamed away,
 		// under which the offset is never measured and GateClockSkew can never fire.
-		t.countError(classify(err), 0)
+		t.countError(classify(err), "0")
 		if ok, quiet := c.warnTime.Allow(); ok {
 			t.log.Warn("the clock check cannot run TIME on redis: this host's clock offset (gate_limiter_clock_offset_seconds) is not measured and the clock-skew alert cannot fire; allow +time for the gate's Redis user",
 				"err", err, "warnings_unlogged", quiet)

@@ -6,15 +6,18 @@
 package tick
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
@@ -25,22 +28,83 @@ import (
 // report counts and logs what failed in instance i's pipelines this tick, once a tick
 // (both phases of a split one): a stretch of refused writes under answered reads is one
 // failure a tick, not a failure and a recovery.
+// In cluster mode the errors are counted by the primary they came from (its address),
+// so that an operator can tell which node fails; an error of no node's (no slot map) on
+// the instance.
 func (t *Ticker) report(i int, p *plan) {
 	label := strconv.Itoa(i)
+	if t.cfg.Mode == ModeCluster {
+		t.trackNodes(p)
+	}
 	if p.err == nil {
 		t.errLogs[i].recovered(t.log, label, p.dur)
 		return
 	}
-	for c := range numCauses {
-		if p.causes.has(c) {
-			t.countError(c, i)
+	if p.nodeCauses == nil {
+		t.countCauses(p.causes, label)
+	} else {
+		for node, cs := range p.nodeCauses {
+			t.countCauses(cs, cmp.Or(node, label))
 		}
 	}
 	t.errLogs[i].failed(t.log, label, p)
 }
 
-func (t *Ticker) countError(c cause, instance int) {
-	t.m.errors.WithLabelValues(c.String(), strconv.Itoa(instance)).Inc()
+func (t *Ticker) countCauses(cs causeSet, instance string) {
+	for c := range numCauses {
+		if cs.has(c) {
+			t.countError(c, instance)
+		}
+	}
+}
+
+// countError counts one failure of cause c on instance: its index in the instances
+// (strconv.Itoa), or in cluster mode a primary's address.
+func (t *Ticker) countError(c cause, instance string) {
+	t.m.errors.WithLabelValues(c.String(), instance).Inc()
+}
+
+// trackNodes keeps the errors metric's series of the cluster's primaries as the tick
+// finds them (p.nodes: every primary it sent to, its ClusterShards lanes covering them
+// all): each new primary's at zero, so that its first failure is an increase to rate(),
+// and, whenever one is new, those of the primaries gone deleted. A cluster's nodes change
+// address over failovers and resharding (a pod rescheduled), and each would otherwise
+// keep its series for the process's life. Only a set that changed costs more than a
+// lookup a primary.
+func (t *Ticker) trackNodes(p *plan) {
+	added := false
+	for _, node := range p.nodes {
+		if _, ok := t.errNodes[node]; node == "" || ok {
+			continue
+		}
+		if t.errNodes == nil {
+			t.errNodes = make(map[string]struct{})
+		}
+		t.errNodes[node] = struct{}{}
+		for c := range numCauses {
+			t.m.errors.WithLabelValues(c.String(), node)
+		}
+		added = true
+	}
+	if !added {
+		return
+	}
+	for node := range t.errNodes {
+		if !slices.Contains(p.nodes, node) {
+			t.m.errors.DeletePartialMatch(prometheus.Labels{"redis_instance": node})
+			delete(t.errNodes, node)
+		}
+	}
+}
+
+// nodesFailed says p.nodeCauses for a log line, sorted: "10.0.0.3:6379=oom 10.0.0.4:6379=timeout".
+func nodesFailed(p *plan) string {
+	nodes := make([]string, 0, len(p.nodeCauses))
+	for node, cs := range p.nodeCauses {
+		nodes = append(nodes, cmp.Or(node, "unknown")+"="+cs.String())
+	}
+	slices.Sort(nodes)
+	return strings.Join(nodes, " ")
 }
 
 // cause is why a Redis command failed, as the errors metric labels it.
@@ -212,7 +276,7 @@ const maxValueLog = 64
 // counter is read every tick, and one kind must not hide another. err, when not nil, says
 // why it does not parse; it must not hold the whole value.
 func (t *Ticker) unreadable(i int, kind valueKind, key string, v any, err error) {
-	t.countError(causeParse, i)
+	t.countError(causeParse, strconv.Itoa(i))
 	ok, quiet := t.parseLogs[kind].Allow()
 	if !ok {
 		return
@@ -308,9 +372,13 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	case p.causes&^refusals == 0:
 		msg = "redis refused writes; counts kept in the level and for the next tick"
 	}
-	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
+	attrs := []any{"instance", instance, "cause", p.causes.String()}
+	if p.nodeCauses != nil {
+		attrs = append(attrs, "nodes", nodesFailed(p)) // cluster mode: which primaries failed, and how
+	}
+	log.Warn(msg, append(attrs,
 		"failed_writes", p.failedWrites, "writes", p.writes, "failed_reads", p.failedReads, "reads", p.reads,
-		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
+		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)...)
 	e.logged = true
 }
 

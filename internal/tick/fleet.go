@@ -161,7 +161,7 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		var re redis.Error
 		if errors.As(err, &re) {
-			t.countError(classify(err), 0)
+			t.countError(classify(err), "0")
 			// Redis answers, refusing: said here, as the tick, which reports its own
 			// pipelines' errors, sends nothing while every key is quiet (a cold write a
 			// window), and a password rotated on Redis first went unsaid that long while

@@ -88,8 +88,9 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		staleness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_sync_staleness_seconds",
 			Help: "Age of a team's view when a read replaced it.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_errors_total",
-			Help: "Redis failures, by cause (timeout, connection, tls, redis, oom, readonly, misconf, noreplicas, parse) and Redis instance (its index in GATE_REDIS_URLS): " +
-				"one a tick per cause among the errors of its pipeline (a split tick's two counted as one), tls a TLS handshake failed on a certificate (Redis's or the gate's) or a TLS version the two do not share, oom, readonly, misconf and noreplicas being writes refused (maxmemory under noeviction, a replica, a failed snapshot, min-replicas-to-write); parse one per unreadable counter. The fleet count (every 5 s) and the clock check (every minute) count their own failures on instance 0 too."}, []string{"cause", "redis_instance"}),
+			Help: "Redis failures, by cause (timeout, connection, tls, redis, oom, readonly, misconf, noreplicas, parse) and Redis instance (its index in GATE_REDIS_URLS; " +
+				"in cluster mode the address of the primary that failed, a series per primary the gate writes to, those of primaries gone from the cluster deleted): " +
+				"one a tick per cause among the errors of its pipeline (per primary in cluster mode) (a split tick's two counted as one), tls a TLS handshake failed on a certificate (Redis's or the gate's) or a TLS version the two do not share, oom, readonly, misconf and noreplicas being writes refused (maxmemory under noeviction, a replica, a failed snapshot, min-replicas-to-write); parse one per unreadable counter. The fleet count (every 5 s) and the clock check (every minute) count their own failures on instance 0 too, as parse does in cluster mode."}, []string{"cause", "redis_instance"}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_commands_total",
 			Help: "Redis commands issued, by command."}, []string{"command"}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_reads_total",

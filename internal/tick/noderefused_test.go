@@ -3,8 +3,13 @@ package tick
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -82,4 +87,123 @@ func TestClusterNodeRefusingWritesIsItsOwn(t *testing.T) {
 	if f := g.l.FleetFactor(last); f < 1.5 {
 		t.Errorf("the healthy team's fleet factor is %.2f, want about 2: two gates count it alike", f)
 	}
+}
+
+// TestClusterErrorsNameTheNode: in cluster mode a primary refusing writes is named by
+// its address in gate_limiter_errors_total{redis_instance} and in the failure's log line
+// (nodes="ADDR=oom"), not as instance "0", which is every primary of the cluster; the other
+// primaries have no errors counted. When that primary is gone (killed, its replica
+// promoted) and the new one fails, the gone node's series are deleted, so a cluster
+// whose nodes change address keeps a series per node it has, not per node it had. Every
+// primary's series are there at zero from the first tick.
+func TestClusterErrorsNameTheNode(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	clk := clock.NewFake(epochStart)
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{cc}, Config{Mode: ModeCluster}, reg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := context.Background()
+	tickUntil := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !done(); clk.Advance(time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after a minute of ticks; errors counted: %v\nlog:\n%s", what, errorSeries(t, tk), logs.buf.String())
+			}
+			l.Check("full", 10)
+			tk.Tick(ctx)
+		}
+	}
+	full := cl.Owner(t, ClusterKey(DefaultKeyPrefix, "full", l.Epoch(clk.Now())))
+	fillUp(t, full)
+	tickUntil("the full primary named", func() bool { return errorSeries(t, tk)[[2]string{"oom", full.Addr()}] > 0 })
+	series := errorSeries(t, tk)
+	for _, p := range cl.Primaries {
+		// Every primary's series from the start, at zero: a first failure is an increase.
+		if _, ok := series[[2]string{"timeout", p.Addr()}]; !ok {
+			t.Errorf("no gate_limiter_errors_total series of primary %s: %v", p.Addr(), series)
+		}
+	}
+	for k, v := range series {
+		if v > 0 && k != [2]string{"oom", full.Addr()} {
+			t.Errorf("gate_limiter_errors_total{cause=%q,redis_instance=%q} = %v: want errors only as oom on %s", k[0], k[1], v, full.Addr())
+		}
+	}
+	if lines := logs.lines("redis refused writes", "nodes=", full.Addr()+"=oom"); len(lines) == 0 {
+		t.Errorf("no failure line naming %s=oom; log:\n%s", full.Addr(), logs.buf.String())
+	}
+
+	// The full primary dies; its replica takes over and refuses writes in turn.
+	full.Stop(t)
+	var promoted *redistest.Server
+	replicas := make([]*redis.Client, len(cl.Replicas))
+	for i, r := range cl.Replicas {
+		replicas[i] = r.Client(t)
+	}
+	for deadline := time.Now().Add(30 * time.Second); promoted == nil; time.Sleep(50 * time.Millisecond) {
+		for i, c := range replicas {
+			if role, _ := c.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
+				promoted = cl.Replicas[i]
+			}
+		}
+		if promoted == nil && time.Now().After(deadline) {
+			t.Fatal("no replica promoted within 30 s of the full primary's death")
+		}
+	}
+	fillUp(t, promoted)
+	tickUntil("the promoted primary named", func() bool { return errorSeries(t, tk)[[2]string{"oom", promoted.Addr()}] > 0 })
+	for k := range errorSeries(t, tk) {
+		if k[1] == full.Addr() {
+			t.Errorf("gate_limiter_errors_total{cause=%q,redis_instance=%q} kept for a node gone from the cluster", k[0], k[1])
+		}
+	}
+}
+
+// fillUp makes the cluster primary s refuse writes as full (OOM under noeviction);
+// redistest's RefuseWrites checks with a key another primary may own.
+func fillUp(t *testing.T, s *redistest.Server) {
+	t.Helper()
+	c := s.Client(t)
+	for _, kv := range [][]any{{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, {"CONFIG", "SET", "maxmemory", "1"}} {
+		if err := c.Do(context.Background(), kv...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// errorSeries is tk's gate_limiter_errors_total by cause and redis_instance.
+func errorSeries(t *testing.T, tk *Ticker) map[[2]string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 256)
+	go func() { tk.m.errors.Collect(ch); close(ch) }()
+	out := map[[2]string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		var k [2]string
+		for _, lp := range pb.GetLabel() {
+			switch lp.GetName() {
+			case "cause":
+				k[0] = lp.GetValue()
+			case "redis_instance":
+				k[1] = lp.GetValue()
+			}
+		}
+		out[k] = pb.GetCounter().GetValue()
+	}
+	return out
 }

@@ -92,6 +92,11 @@ type plan struct {
 	failedReads  int // teams whose read failed, as reads counts them (not MGETs: 5 of 300 when all failed)
 	tryAgain     int // commands answered TRYAGAIN or left with an ASK (a slot in migration): retried next tick
 	causes       causeSet
+	// Cluster mode only: each pipeline's primary (its address, "" with no slot map) in
+	// the last send (pipelines), and the causes by primary over the tick's sends, so that
+	// the errors metric and the log name the node that failed, not the one instance.
+	nodes      []string
+	nodeCauses map[string]causeSet
 	// refusedLogin: a command was refused for the gate's login or rights (loginRefusal),
 	// which its log line names, as no retry cures them.
 	refusedLogin bool
@@ -175,7 +180,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		clear(p.holds)
 		clear(p.profiles)
 		clear(p.pcmds)
-		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes}
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes, nodes: p.nodes[:0]}
 	}
 	clear(t.open)
 	budget := t.cfg.KeysPerTick

@@ -134,7 +134,23 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	// answers TRYAGAIN, and an ASK'd command of it goes to both nodes: the owner's ASK,
 	// answered last, is what it keeps (in half of TestClusterSlotMigrationKeyByKey's runs).
 	var causes causeSet
-	note := func(err error) bool {
+	// addCause adds c to the plan's causes, and in cluster mode to those of pipeline j's
+	// primary (j < 0: no pipeline's).
+	addCause := func(j int, c cause) {
+		causes.add(c)
+		if t.cfg.Mode != ModeCluster {
+			return
+		}
+		node := ""
+		if j >= 0 && j < len(p.nodes) {
+			node = p.nodes[j]
+		}
+		if p.nodeCauses == nil {
+			p.nodeCauses = make(map[string]causeSet)
+		}
+		p.nodeCauses[node] |= 1 << c
+	}
+	note := func(j int, err error) bool {
 		if errors.Is(err, context.Canceled) {
 			// The gate stopping cut the pipeline short, not Redis: what it did not
 			// settle stays pending or in doubt, for the final flush.
@@ -149,7 +165,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			p.tryAgain++
 			return false
 		}
-		causes.add(classify(err))
+		addCause(j, classify(err))
 		p.refusedLogin = p.refusedLogin || loginRefusal(err)
 		p.missingCommand = p.missingCommand || commandMissing(err)
 		p.tlsCert = p.tlsCert || tlsreload.Refused(err)
@@ -175,18 +191,18 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 				p.failedWrites += len(b.items) // behind a batch not applied, noted as its own
 			case b.out == outRefused || b.out == outUnknown:
 				p.failedWrites += len(b.items)
-				if note(b.err) {
+				if note(t.partOf[b.lane], b.err) {
 					refusedOn(b.lane, b.err)
 				}
 			case len(b.failed) > 0:
 				p.failedWrites += len(b.failed)
-				causes.add(causeRedis)
+				addCause(t.partOf[b.lane], causeRedis)
 			case b.err != nil:
-				causes.add(causeRedis) // written, a TTL refused
+				addCause(t.partOf[b.lane], causeRedis) // written, a TTL refused
 			}
 		}
 		for _, pc := range p.pcmds {
-			if err := pc.cmd.Err(); err != nil && note(err) { // a profile write: no count is lost with it
+			if err := pc.cmd.Err(); err != nil && note(t.partOf[pc.lane], err) { // a profile write: no count is lost with it
 				refusedOn(pc.lane, err)
 			}
 		}
@@ -198,7 +214,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	}
 	if part&partReads != 0 {
 		for _, rc := range p.rcmds {
-			if err := rc.cmd.Err(); err != nil && note(err) && !rc.unsent {
+			if err := rc.cmd.Err(); err != nil && note(t.partOf[rc.lane], err) && !rc.unsent {
 				p.failedReads += len(rc.teams)
 			}
 		}
@@ -208,7 +224,15 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		return
 	}
 	if causes == 0 {
-		causes.add(classify(p.sendErr)) // an error no command carries
+		// An error no command carries: the pipelines' own, each its node's.
+		for j, err := range errs {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				addCause(j, classify(err))
+			}
+		}
+		if causes == 0 {
+			addCause(-1, classify(p.sendErr))
+		}
 	}
 	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf|1<<causeNoReplicas) != 0 {
 		// The cluster client refreshes its slot map on MOVED, or every minute, but
@@ -334,6 +358,7 @@ func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeline
 	}
 	var pipes []redis.Pipeliner
 	byNode := make(map[*redis.Client]int)
+	p.nodes = p.nodes[:0]
 	for _, li := range p.lanes {
 		node, err := cc.MasterForKey(ctx, t.lanes[li].key)
 		if err != nil {
@@ -344,6 +369,11 @@ func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeline
 			j = len(pipes)
 			byNode[node] = j
 			pipes = append(pipes, cc.Pipeline())
+			addr := ""
+			if node != nil {
+				addr = node.Options().Addr
+			}
+			p.nodes = append(p.nodes, addr)
 		}
 		t.partOf[li] = j
 	}

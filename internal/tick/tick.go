@@ -35,6 +35,9 @@ type Ticker struct {
 	log       *slog.Logger
 	m         *metrics
 	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
+	// errNodes: cluster mode, the primaries the errors metric has series of (report);
+	// the tick goroutine's.
+	errNodes map[string]struct{}
 	// parseLogs pace the logs of values read that do not parse, by kind (unreadable).
 	parseLogs [numValueKinds]*throttle.Every
 	// lostLog paces the warning of writes Redis lost after acknowledging them
