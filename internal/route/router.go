@@ -202,11 +202,6 @@ type Scratch struct {
 	// Outcomes, when set by the caller, is told every record's fate (outcomes.go): the
 	// consumer sets its partition's aggregate before routing the partition's records.
 	Outcomes *outcome.Agg
-	// ShadowOver, when set with Outcomes (gate replay), is told the decision of each
-	// shadow rule over a record, with the rule's name and the key of its outcome row
-	// (valid during the call): the row keeps a threshold and no level, and replay
-	// reports a shadow rule's level per key. Nil in the gate.
-	ShadowOver func(now time.Time, rule, key string, d limit.Decision)
 	// touchedRule is the rule whose key's team was given Outcomes.Touch for the record
 	// being routed (-1: none), touched the hash it returned: the team's row is bumped
 	// by it while Outcome.Team is still that rule's key.
@@ -235,7 +230,13 @@ type Scratch struct {
 	// again is a cap rule's counting pass's tally (checkLimits), discarded every record:
 	// kept here, not made on the stack, as a Tally is 1.2 KB to zero.
 	again limit.Tally
-	_     [128]byte
+	// ShadowOver, when set with Outcomes (gate replay), is told the decision of each
+	// shadow rule over a record, with the rule's name and the key of its outcome row
+	// (valid during the call): the row keeps a threshold and no level, and replay
+	// reports a shadow rule's level per key. Nil in the gate. Last, past the
+	// fields every record reads, so that their lines stay as they were.
+	ShadowOver func(now time.Time, rule, key string, d limit.Decision)
+	_          [128]byte
 }
 
 // Flush adds what s counted to the metrics of the router that counted it
