@@ -39,31 +39,6 @@ var agreeCases = []agreeCase{
 	{"maxEventAge 1h wall clock", `limit: {maxEventAge: "1h"}`, false},
 	{"maxEventAge 900s wall clock", `limit: {maxEventAge: "900s"}`, true},
 	{"maxEventAge 15m wall clock", `limit: {maxEventAge: "15m"}`, true},
-	// GATE_DIVERT_HOLD in cap mode: nothing is held, so unset or 0 only (rules: each
-	// rule's mode, divert ones reading it).
-	{"divertHold 90s cap", `limit: {divertHold: "90s", mode: cap}`, false},
-	{"divertHold 0s cap", `limit: {divertHold: "0s", mode: cap}`, true},
-	{"divertHold unset cap", `limit: {divertHold: "", mode: cap}`, true},
-	{"divertHold 90s rules", `limit: {divertHold: "90s"}
-rules: [{name: team, key: "json:team_id", limits: ["1m:1000"], mode: cap}]`, true},
-	// GATE_COMMIT_INTERVAL under exactly-once: offsets go in the transactions; its
-	// default alone (not rendered).
-	{"commitInterval 1s exactly-once", `kafka: {delivery: exactly-once}`, true},
-	{"commitInterval 1000ms exactly-once", `kafka: {delivery: exactly-once, commitInterval: 1000ms}`, true},
-	{"commitInterval 200ms exactly-once", `kafka: {delivery: exactly-once, commitInterval: 200ms}`, false},
-	{"commitInterval 200ms at-least-once", `kafka: {commitInterval: 200ms}`, true},
-	// GATE_ADAPTIVE_* with static thresholds: their defaults alone (not rendered), but
-	// with rules, whose adaptive rules read them.
-	{"adaptive defaults static", `limit: {adaptive: {factor: 4.0, maxSpike: 180m}}`, true},
-	{"adaptive.factor 5 static", `limit: {adaptive: {factor: 5}}`, false},
-	{"adaptive.floor 50 static", `limit: {adaptive: {floor: 50}}`, false},
-	{"adaptive.ceiling 5000 static", `limit: {adaptive: {ceiling: 5000}}`, false},
-	{"adaptive.halfLife 24h static", `limit: {adaptive: {halfLife: 24h}}`, false},
-	{"adaptive.maxSpike 5h static", `limit: {adaptive: {maxSpike: 5h}}`, false},
-	{"adaptive.minHistory 48h static", `limit: {adaptive: {minHistory: 48h}}`, false},
-	{"adaptive.factor 5 adaptive", `limit: {thresholdMode: adaptive, adaptive: {factor: 5}}`, true},
-	{"adaptive.factor 5 rules", `limit: {adaptive: {factor: 5}}
-rules: [{name: team, key: "json:team_id", limits: ["1m:1000"], threshold_mode: adaptive}]`, true},
 	{"divertHold -1s", `limit: {divertHold: "-1s"}`, false},
 	{"divertHold 5 (no unit)", `limit: {divertHold: "5"}`, false},
 	{"divertHold abc", `limit: {divertHold: "abc"}`, false},
@@ -151,36 +126,36 @@ rules: [{name: team, key: "json:team_id", limits: ["1m:1000"], threshold_mode: a
 	{"cacheIdleTimeout 999999999ns", `limit: {cacheIdleTimeout: 999999999ns}`, false},
 	// GATE_ADAPTIVE_CEILING: 0, or at least GATE_ADAPTIVE_FLOOR.
 	{"adaptive ceiling 0", `limit: {adaptive: {floor: 100, ceiling: 0}}`, true},
-	{"adaptive ceiling = floor", `limit: {thresholdMode: adaptive, adaptive: {floor: 100, ceiling: 100}}`, true},
-	{"adaptive ceiling over floor", `limit: {thresholdMode: adaptive, adaptive: {floor: 100, ceiling: 101}}`, true},
+	{"adaptive ceiling = floor", `limit: {adaptive: {floor: 100, ceiling: 100}}`, true},
+	{"adaptive ceiling over floor", `limit: {adaptive: {floor: 100, ceiling: 101}}`, true},
 	{"adaptive ceiling under floor", `limit: {adaptive: {floor: 100, ceiling: 99}}`, false},
 	{"adaptive ceiling 1", `limit: {adaptive: {ceiling: 1}}`, false},
 	{"adaptive ceiling under floor adaptive", `limit: {thresholdMode: adaptive, adaptive: {floor: 1000, ceiling: 999}}`, false},
-	// GATE_ADAPTIVE_HALF_LIFE, GATE_ADAPTIVE_MIN_HISTORY: at least the window; with static
-	// thresholds (no rules) their defaults alone, whatever the window.
-	{"halfLife = window", `limit: {thresholdMode: adaptive, adaptive: {halfLife: 60s}}`, true},
-	{"halfLife 1m", `limit: {thresholdMode: adaptive, adaptive: {halfLife: 1m}}`, true},
+	// GATE_ADAPTIVE_HALF_LIFE, GATE_ADAPTIVE_MIN_HISTORY: at least the window (an hour when
+	// the window is longer in static mode), whatever the mode.
+	{"halfLife = window", `limit: {adaptive: {halfLife: 60s}}`, true},
+	{"halfLife 1m", `limit: {adaptive: {halfLife: 1m}}`, true},
 	{"halfLife 30s", `limit: {adaptive: {halfLife: 30s}}`, false},
 	{"halfLife 59.999s", `limit: {adaptive: {halfLife: 59.999s}}`, false},
 	{"halfLife 29m window 30m adaptive", `limit: {window: 30m, thresholdMode: adaptive, adaptive: {halfLife: 29m}}`, false},
 	{"halfLife 30m window 30m adaptive", `limit: {window: 30m, thresholdMode: adaptive, adaptive: {halfLife: 30m}}`, true},
-	{"halfLife 1h window 2h static", `limit: {window: 2h, adaptive: {halfLife: 1h}}`, false},
+	{"halfLife 1h window 2h static", `limit: {window: 2h, adaptive: {halfLife: 1h}}`, true},
 	{"halfLife 59m window 2h static", `limit: {window: 2h, adaptive: {halfLife: 59m}}`, false},
-	{"minHistory = window", `limit: {thresholdMode: adaptive, adaptive: {minHistory: 60s}}`, true},
+	{"minHistory = window", `limit: {adaptive: {minHistory: 60s}}`, true},
 	{"minHistory 59s", `limit: {adaptive: {minHistory: 59s}}`, false},
-	{"minHistory 1h window 2h static", `limit: {window: 2h, adaptive: {minHistory: 1h}}`, false},
+	{"minHistory 1h window 2h static", `limit: {window: 2h, adaptive: {minHistory: 1h}}`, true},
 	{"minHistory 59m window 2h static", `limit: {window: 2h, adaptive: {minHistory: 59m}}`, false},
 	{"minHistory 10m window 15m adaptive", `limit: {window: 15m, thresholdMode: adaptive, adaptive: {minHistory: 10m}}`, false},
-	// GATE_ADAPTIVE_MAX_SPIKE: from 1h plus two windows to 168h (its default, 3h, taken
-	// with static thresholds whatever the window).
-	{"maxSpike 168h", `limit: {thresholdMode: adaptive, adaptive: {maxSpike: 168h}}`, true},
+	// GATE_ADAPTIVE_MAX_SPIKE: from 1h plus two windows (the window at most an hour in
+	// static mode) to 168h.
+	{"maxSpike 168h", `limit: {adaptive: {maxSpike: 168h}}`, true},
 	{"maxSpike 200h", `limit: {adaptive: {maxSpike: 200h}}`, false},
 	{"maxSpike 168h1ns", `limit: {adaptive: {maxSpike: 168h1ns}}`, false},
-	{"maxSpike 1h2m", `limit: {thresholdMode: adaptive, adaptive: {maxSpike: 1h2m}}`, true},
-	{"maxSpike 62m", `limit: {thresholdMode: adaptive, adaptive: {maxSpike: 62m}}`, true},
+	{"maxSpike 1h2m", `limit: {adaptive: {maxSpike: 1h2m}}`, true},
+	{"maxSpike 62m", `limit: {adaptive: {maxSpike: 62m}}`, true},
 	{"maxSpike 1h1m59s", `limit: {adaptive: {maxSpike: 1h1m59s}}`, false},
 	{"maxSpike 1h", `limit: {adaptive: {maxSpike: 1h}}`, false},
-	{"maxSpike 2h window 30m", `limit: {window: 30m, thresholdMode: adaptive, adaptive: {maxSpike: 2h}}`, true},
+	{"maxSpike 2h window 30m", `limit: {window: 30m, adaptive: {maxSpike: 2h}}`, true},
 	{"maxSpike 1h59m window 30m adaptive", `limit: {window: 30m, thresholdMode: adaptive, adaptive: {maxSpike: 1h59m}}`, false},
 	{"maxSpike 3h window 2h static", `limit: {window: 2h, adaptive: {maxSpike: 3h}}`, true},
 	{"maxSpike 2h59m window 2h static", `limit: {window: 2h, adaptive: {maxSpike: 2h59m}}`, false},

@@ -1068,20 +1068,19 @@ func TestReleasesDoNotCollide(t *testing.T) {
 }
 
 // TestAdaptiveThresholdEnv: limit.thresholdMode and limit.adaptive map to the gate's
-// GATE_THRESHOLD_MODE and GATE_ADAPTIVE_* (static unless set); with static thresholds and
-// no rules GATE_ADAPTIVE_* are not rendered, the gate taking their defaults alone there.
+// GATE_THRESHOLD_MODE and GATE_ADAPTIVE_* (static and the gate's defaults unless set).
 func TestAdaptiveThresholdEnv(t *testing.T) {
 	for file, want := range map[string]map[string]string{
-		"defaults.yaml": {"GATE_THRESHOLD_MODE": "static", "GATE_ADAPTIVE_FACTOR": "", "GATE_ADAPTIVE_FLOOR": "",
-			"GATE_ADAPTIVE_CEILING": "", "GATE_ADAPTIVE_HALF_LIFE": "", "GATE_ADAPTIVE_MIN_HISTORY": "", "GATE_ADAPTIVE_MAX_SPIKE": ""},
+		"defaults.yaml": {"GATE_THRESHOLD_MODE": "static", "GATE_ADAPTIVE_FACTOR": "4", "GATE_ADAPTIVE_FLOOR": "100",
+			"GATE_ADAPTIVE_CEILING": "0", "GATE_ADAPTIVE_HALF_LIFE": "72h", "GATE_ADAPTIVE_MIN_HISTORY": "24h", "GATE_ADAPTIVE_MAX_SPIKE": "3h"},
 		"redis-cluster.yaml": {"GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_FACTOR": "5", "GATE_ADAPTIVE_FLOOR": "50",
 			"GATE_ADAPTIVE_CEILING": "2000000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h", "GATE_ADAPTIVE_MAX_SPIKE": "5h"},
 	} {
 		d := renderDeployment(t, readValues(t, filepath.Join("testdata", file)), capabilities())
 		env := envOf(d.Spec.Template.Spec.Containers[0])
 		for k, v := range want {
-			if got, set := env[k]; got.Value != v || set != (v != "") {
-				t.Errorf("%s: %s=%q (rendered: %v), want %q", file, k, got.Value, set, v)
+			if got := env[k].Value; got != v {
+				t.Errorf("%s: %s=%q, want %q", file, k, got, v)
 			}
 		}
 	}

@@ -369,14 +369,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ default (include "capture-gate.fullname" .) $v.kafka.clientId | quote }}
 - name: GATE_MAX_POLL_RECORDS
   value: {{ $v.kafka.maxPollRecords | int64 | quote }}
-{{- /* Exactly once, offsets are committed in each transaction: the gate refuses any
-       GATE_COMMIT_INTERVAL but its default there, so none is rendered. */}}
-{{- if ne $v.kafka.delivery "exactly-once" }}
 - name: GATE_COMMIT_INTERVAL
   value: {{ $v.kafka.commitInterval | quote }}
-{{- else if ne (include "capture-gate.nanoseconds" $v.kafka.commitInterval) (include "capture-gate.nanoseconds" "1s") }}
-{{- fail (printf "capture-gate: kafka.commitInterval (%s) is only read with kafka.delivery at-least-once: exactly once, offsets are committed in each transaction (kafka.transactionInterval); leave it at 1s" $v.kafka.commitInterval) }}
-{{- end }}
 - name: GATE_PRODUCE_RETRIES
   value: {{ $v.kafka.produceRetries | int64 | quote }}
 - name: GATE_MAX_BUFFERED_RECORDS
@@ -519,9 +513,6 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- if and (eq $v.limit.clock "event") (not (regexMatch "^(0|((0+(\\.0*)?|\\.0+)(ns|us|µs|ms|s|m|h))+)$" (toString .))) }}
 {{- fail (printf "capture-gate: limit.divertHold (%s) must be \"\" or \"0\" with limit.clock event (holds are not kept under the event clock)" .) }}
 {{- end }}
-{{- if and (not $v.rules) (eq $v.limit.mode "cap") (not (regexMatch "^(0|((0+(\\.0*)?|\\.0+)(ns|us|µs|ms|s|m|h))+)$" (toString .))) }}
-{{- fail (printf "capture-gate: limit.divertHold (%s) must be \"\" or \"0\" with limit.mode cap (cap mode diverts no team, so holds none)" .) }}
-{{- end }}
 - name: GATE_DIVERT_HOLD
   value: {{ . | quote }}
 {{- end }}
@@ -534,9 +525,6 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_THRESHOLD_MODE
   value: {{ $v.limit.thresholdMode | quote }}
 {{- end }}
-{{- /* Static thresholds learn nothing: without rules (whose adaptive rules read them)
-       the gate refuses any GATE_ADAPTIVE_* but its default, so none is rendered. */}}
-{{- if or $v.rules (eq $v.limit.thresholdMode "adaptive") }}
 - name: GATE_ADAPTIVE_FACTOR
   value: {{ $v.limit.adaptive.factor | toString | quote }}
 - name: GATE_ADAPTIVE_FLOOR
@@ -549,14 +537,6 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.limit.adaptive.maxSpike | quote }}
 - name: GATE_ADAPTIVE_MIN_HISTORY
   value: {{ $v.limit.adaptive.minHistory | quote }}
-{{- else }}
-{{- $a := $v.limit.adaptive }}
-{{- range $k, $changed := dict "factor" (ne ($a.factor | float64) 4.0) "floor" (ne ($a.floor | int64) 100) "ceiling" (ne ($a.ceiling | int64) 0) "halfLife" (ne (include "capture-gate.nanoseconds" $a.halfLife) (include "capture-gate.nanoseconds" "72h")) "maxSpike" (ne (include "capture-gate.nanoseconds" $a.maxSpike) (include "capture-gate.nanoseconds" "3h")) "minHistory" (ne (include "capture-gate.nanoseconds" $a.minHistory) (include "capture-gate.nanoseconds" "24h")) }}
-{{- if $changed }}
-{{- fail (printf "capture-gate: limit.adaptive.%s (%v) is only read with limit.thresholdMode adaptive (or rules): static thresholds learn nothing; leave it at its default" $k (get $a $k)) }}
-{{- end }}
-{{- end }}
-{{- end }}
 - name: GATE_CLOCK
   value: {{ $v.limit.clock | quote }}
 {{- if eq $v.limit.clock "event" }}
