@@ -575,15 +575,6 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_MAX_EVENT_AGE", value: "0s", want: "above zero"},
 		// Set on the wall clock it did nothing, silently.
 		{key: "GATE_MAX_EVENT_AGE", value: "1h", want: "unset (or its default, 15m) unless GATE_CLOCK=event"},
-		// Set where nothing reads them, they were taken in silence, as GATE_MAX_EVENT_AGE was.
-		{key: "GATE_COMMIT_INTERVAL", value: "200ms", want: "unset (or its default, 1s) with GATE_DELIVERY=exactly-once", env: map[string]string{"GATE_DELIVERY": "exactly-once"}},
-		{key: "GATE_DIVERT_HOLD", value: "30s", want: "0 or unset with GATE_LIMIT_MODE=cap", env: map[string]string{"GATE_LIMIT_MODE": "cap"}},
-		{key: "GATE_ADAPTIVE_FACTOR", value: "5", want: "unset (or its default, 4) unless GATE_THRESHOLD_MODE=adaptive"},
-		{key: "GATE_ADAPTIVE_FLOOR", value: "50", want: "unset (or its default, 100) unless GATE_THRESHOLD_MODE=adaptive"},
-		{key: "GATE_ADAPTIVE_CEILING", value: "5000", want: "unset (or its default, 0) unless GATE_THRESHOLD_MODE=adaptive"},
-		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "24h", want: "unset (or its default, 72h) unless GATE_THRESHOLD_MODE=adaptive"},
-		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "5h", want: "unset (or its default, 3h) unless GATE_THRESHOLD_MODE=adaptive"},
-		{key: "GATE_ADAPTIVE_MIN_HISTORY", value: "48h", want: "unset (or its default, 24h) unless GATE_THRESHOLD_MODE=adaptive", env: map[string]string{"GATE_LIMITS": "1m:100,1h:1000"}},
 		{key: "GATE_MAX_EVENT_AGE", value: "10000h", want: "at most 1048576 of the shortest window (10ms)", env: map[string]string{"GATE_CLOCK": "event", "GATE_WINDOW": "10ms", "GATE_TICK_INTERVAL": "5ms", "GATE_SYNC_INTERVAL": "5ms"}},
 		{key: "GATE_DELIVERY", value: "exactly-twice", want: "want at-least-once or exactly-once"},
 		{key: "GATE_TRANSACTIONAL_ID", value: "gate-0", want: "unset unless GATE_DELIVERY=exactly-once"},
@@ -728,31 +719,6 @@ func TestLoadConfigMalformed(t *testing.T) {
 				t.Errorf("error spans lines: %q", msg)
 			}
 		})
-	}
-}
-
-// The settings refused where nothing reads them (GATE_COMMIT_INTERVAL exactly once,
-// GATE_DIVERT_HOLD in cap mode, GATE_ADAPTIVE_* with static thresholds) take their
-// defaults, in any spelling, as a chart or compose file renders them whatever the mode;
-// and a rules file's divert and adaptive rules read them whatever the gate's modes.
-func TestSettingsNothingReadsTakeTheirDefaults(t *testing.T) {
-	t.Parallel()
-	adaptive := map[string]string{"GATE_ADAPTIVE_FACTOR": "4.0", "GATE_ADAPTIVE_FLOOR": "100", "GATE_ADAPTIVE_CEILING": "0",
-		"GATE_ADAPTIVE_HALF_LIFE": "72h", "GATE_ADAPTIVE_MAX_SPIKE": "180m", "GATE_ADAPTIVE_MIN_HISTORY": "24h0m0s"}
-	for _, env := range []map[string]string{
-		{"GATE_DELIVERY": "exactly-once", "GATE_COMMIT_INTERVAL": "1s"},
-		{"GATE_DELIVERY": "exactly-once", "GATE_COMMIT_INTERVAL": "1000ms"},
-		{"GATE_LIMIT_MODE": "cap", "GATE_DIVERT_HOLD": ""},
-		{"GATE_LIMIT_MODE": "cap", "GATE_DIVERT_HOLD": "0"},
-		{"GATE_LIMIT_MODE": "cap", "GATE_DIVERT_HOLD": "0s"},
-		adaptive,
-		{"GATE_RULES_FILE": "rules.yaml", "GATE_DIVERT_HOLD": "90s", "GATE_ADAPTIVE_FACTOR": "6", "GATE_ADAPTIVE_MAX_SPIKE": "5h"},
-		{"GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_FACTOR": "6", "GATE_ADAPTIVE_CEILING": "5000"},
-		{"GATE_DELIVERY": "at-least-once", "GATE_COMMIT_INTERVAL": "200ms", "GATE_DIVERT_HOLD": "90s"},
-	} {
-		if _, err := loadMap(env); err != nil {
-			t.Errorf("%v: %v", env, err)
-		}
 	}
 }
 
@@ -1189,7 +1155,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_OVERFLOW_TOPIC": "over", "GATE_DEAD_LETTER_TOPIC": "dlq", "GATE_GROUP_ID": "g1", "GATE_KAFKA_START_OFFSET": "latest",
 		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_COST": "bytes", "GATE_FORCE_OVERFLOW": "t1:u1, t2:u2",
 		"GATE_DRY_RUN": "true", "GATE_OVERFLOW_KEEP_KEY": "true", "GATE_MAX_POLL_RECORDS": "500",
-		"GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
+		"GATE_COMMIT_INTERVAL": "2s", "GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
 		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
 		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_FETCH_MAX_BYTES": "8388608", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
@@ -1223,7 +1189,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(cc.Brokers, []string{"k1:9092", "k2:9093"}) || cc.InputTopic != "raw" || cc.GroupID != "g1" ||
-		cc.MaxPollRecords != 500 || cc.CommitInterval != time.Second || cc.ProduceRetries != 3 ||
+		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
 		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 7 ||
 		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||

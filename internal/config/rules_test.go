@@ -131,7 +131,7 @@ func TestRuleKeyPrefixWindows(t *testing.T) {
 // only when building it: at start with an error in no FILE:LINE:COL form, at a reload
 // after reporting it loaded and valid, keeping the old rules in silence.
 func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
-	c, err := loadMap(map[string]string{"GATE_ADAPTIVE_MAX_SPIKE": "2h", "GATE_RULES_FILE": "r.yaml"})
+	c, err := loadMap(map[string]string{"GATE_ADAPTIVE_MAX_SPIKE": "2h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestAdaptiveRuleNamesTheVariable(t *testing.T) {
 		{"GATE_ADAPTIVE_MAX_SPIKE", "90m", `GATE_ADAPTIVE_MAX_SPIKE="1h30m": want a duration from 2h (an hour and two of the rule's first windows) to 168h`},
 		{"GATE_ADAPTIVE_HALF_LIFE", "10m", `GATE_ADAPTIVE_HALF_LIFE="10m": want a duration of at least the rule's first window (30m)`},
 	} {
-		c, err := loadMap(map[string]string{tc.key: tc.value, "GATE_RULES_FILE": "r.yaml"})
+		c, err := loadMap(map[string]string{tc.key: tc.value})
 		if err != nil {
 			t.Fatal(err)
 		}

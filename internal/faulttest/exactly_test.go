@@ -18,9 +18,6 @@ func TestExactlyOnceUnderKillAndRebalance(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	f.vars["GATE_DELIVERY"] = "exactly-once"
-	// Its offsets go in the transactions: the gate refuses a GATE_COMMIT_INTERVAL but its
-	// default there.
-	delete(f.vars, "GATE_COMMIT_INTERVAL")
 	// Above the group's rebalance timeout (faulttest.RebalanceTimeout, 20s), as the gate
 	// requires: when b is restarted, the join waits for the dead b's session to time out
 	// (8s), and franz-go holds every gate's transaction offset commit meanwhile; a

@@ -24,9 +24,6 @@ func TestOutcomesExactlyOnceUnderKillAndRebalance(t *testing.T) {
 	const outcomesTopic = "events_outcomes"
 	f := newFleet(t, kfake.SeedTopics(3, outcomesTopic))
 	f.vars["GATE_DELIVERY"] = "exactly-once"
-	// Its offsets go in the transactions: the gate refuses a GATE_COMMIT_INTERVAL but its
-	// default there.
-	delete(f.vars, "GATE_COMMIT_INTERVAL")
 	// As in TestExactlyOnceUnderKillAndRebalance: above the group's rebalance timeout.
 	f.vars["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 5*time.Second).String()
 	f.vars["GATE_OUTCOMES_TOPIC"] = outcomesTopic

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,15 +96,5 @@ func gateVarsFor(s *scenario, kv ...string) map[string]string {
 	for i := 0; i+1 < len(kv); i += 2 {
 		v[kv[i]] = kv[i+1]
 	}
-	exactlyOnceCommits(v, kv)
 	return v
-}
-
-// exactlyOnceCommits drops the scenario's GATE_COMMIT_INTERVAL from v under exactly-once,
-// unless kv sets one: offsets are committed in the transactions there, and the gate
-// refuses any interval but its default.
-func exactlyOnceCommits(v map[string]string, kv []string) {
-	if v["GATE_DELIVERY"] == "exactly-once" && !slices.Contains(kv, "GATE_COMMIT_INTERVAL") {
-		delete(v, "GATE_COMMIT_INTERVAL")
-	}
 }

@@ -78,7 +78,6 @@ func (s *scenario) startGate(name, delivery string, kv ...string) *faulttest.Gat
 	s.t.Helper()
 	v := gateVarsFor(s, kv...)
 	v["GATE_DELIVERY"] = delivery
-	exactlyOnceCommits(v, kv)
 	if delivery == "exactly-once" {
 		v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
 		if _, ok := v["GATE_TRANSACTION_TIMEOUT"]; !ok {
