@@ -225,6 +225,10 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	}
 	log := gate.NewLogger(cfg, stderr)
 	config.LogServiceLinks(log, h.getenv, names)
+	// Settings the modes chosen do not read: taken, not refused (config.Unread), and said.
+	for _, u := range cfg.Unread() {
+		log.Warn(u.Key+" is set but not read: "+u.Why, "variable", u.Key, "value", u.Value)
+	}
 	redisLogsTo(log)
 	// Before anything allocates much. Tests running serve leave their process's alone.
 	var mem memLimit

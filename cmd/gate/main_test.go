@@ -671,3 +671,41 @@ func TestEnvCheckSaysTheRulesFileIsNotRead(t *testing.T) {
 		t.Errorf("env -check printed\n%q, want\n%q", got, want)
 	}
 }
+
+// TestServeNamesUnreadSettings: a gate started with a setting its modes do not read
+// (adaptive thresholds' with static ones) starts, and says at warning level which setting
+// and why, once; before, it was taken without a word.
+func TestServeNamesUnreadSettings(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	_, kenv := kafkaEnv(t)
+	env := withEnv(kenv, map[string]string{
+		"GATE_REDIS_URLS":     rs.URL(),
+		"GATE_HTTP_ADDR":      "127.0.0.1:0",
+		"GATE_ADAPTIVE_FLOOR": "50",
+	})
+	g := startGate(t, env)
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v, want nil\n%s", err, g.stderr)
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(g.stderr.String()))
+	for sc.Scan() {
+		var line struct {
+			Level    string `json:"level"`
+			Msg      string `json:"msg"`
+			Variable string `json:"variable"`
+			Value    string `json:"value"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Variable == "" {
+			continue
+		}
+		lines = append(lines, sc.Text())
+		if line.Level != "WARN" || line.Variable != "GATE_ADAPTIVE_FLOOR" || line.Value != "50" || !strings.Contains(line.Msg, "GATE_THRESHOLD_MODE=static") {
+			t.Errorf("unread setting logged as %s", sc.Text())
+		}
+	}
+	if len(lines) != 1 {
+		t.Errorf("%d lines name an unread setting, want 1:\n%s", len(lines), g.stderr)
+	}
+}

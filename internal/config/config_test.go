@@ -1969,3 +1969,47 @@ func TestNamesAnyCase(t *testing.T) {
 		t.Errorf("Names = %q, want gate_threshold and GATE_WINDOW", got)
 	}
 }
+
+// TestUnreadSettings: a setting of a mode not chosen is taken (a switch of mode during an
+// incident must not fail over the other mode's settings left in place) and named by
+// Unread, which serve logs; at its default, or in the mode that reads it, it is not.
+func TestUnreadSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string // keys, in order
+	}{
+		{"defaults", nil, nil},
+		{"commit interval, at least once", map[string]string{"GATE_COMMIT_INTERVAL": "5s"}, nil},
+		{"commit interval, exactly once", map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_COMMIT_INTERVAL": "5s"}, []string{"GATE_COMMIT_INTERVAL"}},
+		{"commit interval at its default, exactly once", map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_COMMIT_INTERVAL": "1000ms"}, nil},
+		{"divert hold, divert", map[string]string{"GATE_DIVERT_HOLD": "5m"}, nil},
+		{"divert hold, cap", map[string]string{"GATE_LIMIT_MODE": "cap", "GATE_DIVERT_HOLD": "5m"}, []string{"GATE_DIVERT_HOLD"}},
+		{"no hold, cap", map[string]string{"GATE_LIMIT_MODE": "cap", "GATE_DIVERT_HOLD": "0"}, nil},
+		{"adaptive settings, adaptive", map[string]string{"GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_FLOOR": "50", "GATE_ADAPTIVE_MIN_HISTORY": "1h"}, nil},
+		{"adaptive settings, static", map[string]string{"GATE_ADAPTIVE_FACTOR": "6", "GATE_ADAPTIVE_FLOOR": "50", "GATE_ADAPTIVE_CEILING": "5000",
+			"GATE_ADAPTIVE_HALF_LIFE": "24h", "GATE_ADAPTIVE_MAX_SPIKE": "2h", "GATE_ADAPTIVE_MIN_HISTORY": "1h"},
+			[]string{"GATE_ADAPTIVE_FACTOR", "GATE_ADAPTIVE_FLOOR", "GATE_ADAPTIVE_CEILING", "GATE_ADAPTIVE_HALF_LIFE", "GATE_ADAPTIVE_MAX_SPIKE", "GATE_ADAPTIVE_MIN_HISTORY"}},
+		{"adaptive settings at their defaults, static", map[string]string{"GATE_ADAPTIVE_FACTOR": "4", "GATE_ADAPTIVE_MIN_HISTORY": "1440m"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := loadMap(tt.env)
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			var got []string
+			for _, u := range c.Unread() {
+				got = append(got, u.Key)
+				if u.Value == "" || u.Why == "" {
+					t.Errorf("%s: value %q, why %q", u.Key, u.Value, u.Why)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("unread %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
