@@ -327,6 +327,7 @@ func TestAdaptiveFleetPauseAndStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		clockChecked(tk)
 		g.tk = tk
 		gs = append(gs, g)
 	}

@@ -376,6 +376,7 @@ func newSteady(b *testing.B, cfg limit.Config, o steadyOpts, fails *tickFailures
 		if err != nil {
 			b.Fatal(err)
 		}
+		clockChecked(g.tk)
 	}
 	g.users = make([]string, 50)
 	for i := range g.users {
@@ -512,5 +513,6 @@ func benchGate(b *testing.B, srv *redistest.Server, cfg limit.Config, clk clock.
 	if err != nil {
 		b.Fatal(err)
 	}
+	clockChecked(tk)
 	return l, tk, clients[0]
 }

@@ -39,17 +39,18 @@ type clockCheck struct {
 	// skew's for ten minutes once +time was allowed (a review).
 	warnTime, warnSkew, warnProfiles *throttle.Every
 	// off is the last offset measured, less half its round trip (what the measurement
-	// cannot tell apart), as a magnitude: 0 until one is. Learned profiles are not written
-	// while it is a window or more (withholdProfile).
+	// cannot tell apart), as a magnitude. Learned profiles are not written while it is a
+	// window or more (withholdProfile).
 	off time.Duration
+	// measured: a check has measured off. Until one has, no learned profile is written:
+	// off read 0 then, and a gate whose first TIME got no answer (Redis slow or down at
+	// its start) wrote the folds of a clock days ahead (a review).
+	measured bool
 }
 
-// checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
-// (at most every ten minutes) while it is over half the read delay by more than half the
-// round trip; it sets the live key (markLive) at the same pace. A check that TIME got no
-// answer for (nor a refusal) is tried again at the next tick.
-func (t *Ticker) checkClock(ctx context.Context) {
-	c := &t.clockCheck
+// init sets what c was not given, at its first use: here, not in New, so that a test's
+// wall clock set after New paces the warnings.
+func (c *clockCheck) init() {
 	if c.wall == nil {
 		c.wall = clock.Real{}
 	}
@@ -58,6 +59,15 @@ func (t *Ticker) checkClock(ctx context.Context) {
 		c.warnSkew = throttle.NewEvery(10*time.Minute, c.wall)
 		c.warnProfiles = throttle.NewEvery(10*time.Minute, c.wall)
 	}
+}
+
+// checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
+// (at most every ten minutes) while it is over half the read delay by more than half the
+// round trip; it sets the live key (markLive) at the same pace. A check that TIME got no
+// answer for (nor a refusal) is tried again at the next tick.
+func (t *Ticker) checkClock(ctx context.Context) {
+	c := &t.clockCheck
+	c.init()
 	start := c.wall.Now()
 	if !c.last.IsZero() && start.Sub(c.last) < clockCheckInterval {
 		return
@@ -96,6 +106,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	offset := start.Add(rtt / 2).Sub(theirs)
 	t.m.clockOffset.Set(offset.Seconds())
 	c.off = max(offset.Abs()-rtt/2, 0)
+	c.measured = true
 	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
 		if ok, quiet := c.warnSkew.Allow(); ok {
 			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
@@ -112,21 +123,29 @@ func timeRefused(err error) bool {
 	return errors.As(err, &re) && (redis.HasErrorPrefix(err, "NOPERM") || strings.HasPrefix(err.Error(), "ERR unknown command"))
 }
 
-// withholdProfile reports whether a profile ls's limiter folded is not to be written, this
-// host's clock being off Redis's by a window of the limiter or more, and says so (at most
-// every ten minutes). A fold is of the window two back by this host's clock: one ahead by
-// windows folds a window that has not ended (its counts partial or none), and puts the
-// profile's last fold ahead of the fleet's clock, which finds no fold due until its time
-// comes: the fleet's profile would take this host's error (a review: a gate two days
-// ahead froze every profile it folded for two days).
+// withholdProfile reports whether a profile ls's limiter folded is not to be written,
+// this host's clock being off Redis's by a window of the limiter or more, or not measured
+// yet (no clock check has had TIME's answer), and says so (at most every ten minutes). A
+// fold is of the window two back by this host's clock: one ahead by windows folds a
+// window that has not ended (its counts partial or none), and puts the profile's last
+// fold ahead of the fleet's clock, which finds no fold due until its time comes: the
+// fleet's profile would take this host's error (a review: a gate two days ahead froze
+// every profile it folded for two days).
 func (t *Ticker) withholdProfile(ls *limitState) bool {
 	c := &t.clockCheck
 	w := ls.l.Config().Window
-	if c.off < w {
+	if c.measured && c.off < w {
 		return false
 	}
 	t.m.profiles.WithLabelValues("withheld").Inc()
-	if ok, quiet := c.warnProfiles.Allow(); ok {
+	c.init()
+	ok, quiet := c.warnProfiles.Allow()
+	if ok && !c.measured {
+		t.log.Warn("this host's clock offset to Redis's is not measured yet (TIME unanswered or refused): the learned profiles it folds are not written until it is, as a clock off by a window or more would fold the wrong windows into the fleet's",
+			"window", w, "withheld_unlogged", quiet)
+		return true
+	}
+	if ok {
 		t.log.Warn("this host's clock is off Redis's by a window or more: the learned profiles it folds are not written, as they would fold the wrong windows into the fleet's; check the node's time service (NTP, chrony)",
 			"offset_at_least", c.off.Round(time.Millisecond), "window", w, "withheld_unlogged", quiet)
 	}

@@ -2,8 +2,11 @@ package tick
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -33,6 +36,7 @@ func TestProfilesNotWrittenBeforeTheFirstClockCheck(t *testing.T) {
 	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
 		t.Fatal(err)
 	}
+	g.tk.clockCheck.measured = false // as New leaves it: Run's checks measure it
 	g.tk.clockCheck.wall = &lateAnswerClock{off: 48 * time.Hour}
 	g.l.CheckAt(now, team, 5)
 	writes := make(chan struct{}, 100)
@@ -52,5 +56,64 @@ func TestProfilesNotWrittenBeforeTheFirstClockCheck(t *testing.T) {
 	if got, ok := storedProfile(t, srv, team); !ok || got.Epoch != stored.Epoch {
 		t.Errorf("stored profile %v, epoch %d; want it as the fleet left it (epoch %d), not folded by a clock two days ahead (%d windows ahead)",
 			ok, got.Epoch, stored.Epoch, got.Epoch-stored.Epoch)
+	}
+}
+
+// TestProfilesNotWrittenWhileTheFirstClockCheckUnanswered: a gate whose clock runs two
+// days ahead of Redis's starts while Redis does not answer, so its first clock check's
+// TIME gets no answer. The offset unmeasured read as 0, and the folds it made once Redis
+// answered were written, two days ahead (a review). They are withheld, and said so, until
+// a check has TIME's answer; one that finds the clock right lets them be written.
+func TestProfilesNotWrittenWhileTheFirstClockCheckUnanswered(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, clk := adaptiveGates(t, 1, srv, 24*time.Hour)
+	g := gs[0]
+	g.tk.clockCheck.measured = false // as New leaves it: no check has answered yet
+	logs := &logBuffer{}
+	g.tk.log = slog.New(slog.NewTextHandler(logs, nil))
+	now := clk.Now()
+	const team = "steady"
+	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
+	v, _ := stored.MarshalBinary()
+	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g.tk.clockCheck.wall = &lateAnswerClock{off: 48 * time.Hour}
+	srv.Pause(t)
+	g.tk.checkClock(stallCtx(context.Background(), t)) // Run's first check: no answer
+	srv.Resume(t)
+	if g.tk.clockCheck.last != (time.Time{}) {
+		t.Fatal("the unanswered check was taken as made")
+	}
+	tick := 15 * time.Second
+	for end := now.Add(30 * time.Minute); now.Before(end); now = now.Add(tick) {
+		checkSpread(g, now, tick, team, 300*15/60, func(time.Time, limit.Decision) {})
+		clk.Set(now.Add(tick))
+		tickAll(t, g)
+	}
+	if got, ok := storedProfile(t, srv, team); !ok || got.Epoch != stored.Epoch {
+		t.Errorf("stored profile %v, epoch %d; want it as the fleet left it (epoch %d): written before any clock check had TIME's answer, by a clock two days ahead",
+			ok, got.Epoch, stored.Epoch)
+	}
+	if n := testutil.ToFloat64(g.tk.m.profiles.WithLabelValues("withheld")); n < 1 {
+		t.Errorf("gate_limiter_profile_writes_total{result=withheld} = %v, want 1 or more", n)
+	}
+	if len(logs.lines("offset to Redis's is not measured yet")) != 1 {
+		t.Errorf("the withheld profiles are not said once; log:\n%s", logs.buf.String())
+	}
+
+	// A check answered, this host's clock right: the folds are written again.
+	g.tk.clockCheck.wall = clock.Real{}
+	g.tk.checkClock(context.Background())
+	for end := now.Add(3 * time.Hour); ; now = now.Add(tick) {
+		if got, ok := storedProfile(t, srv, team); ok && got.Epoch != stored.Epoch {
+			break
+		}
+		if !now.Before(end) {
+			t.Fatalf("no fold written in 3 h (of the fake clock) after a clock check found the clock right; log:\n%s", logs.buf.String())
+		}
+		checkSpread(g, now, tick, team, 300*15/60, func(time.Time, limit.Decision) {})
+		clk.Set(now.Add(tick))
+		tickAll(t, g)
 	}
 }

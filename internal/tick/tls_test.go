@@ -113,5 +113,6 @@ func newGateClients(t *testing.T, clk clock.Clock, lc limit.Config, sc Config, c
 	if err != nil {
 		t.Fatal(err)
 	}
+	clockChecked(tk)
 	return &gate{l: l, tk: tk, reg: reg}
 }

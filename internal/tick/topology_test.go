@@ -33,6 +33,7 @@ func newTopologyGate(t *testing.T, clk clock.Clock, lc limit.Config, sc Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	clockChecked(tk)
 	return &gate{l: l, tk: tk, reg: reg}
 }
 
