@@ -314,7 +314,7 @@ func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics
 	var found []*TopicError
 	for _, t := range topics {
 		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
-			found = append(found, &TopicError{Topic: t, Problem: compactedProblem(t, policy)})
+			found = append(found, &TopicError{Topic: t, Kind: "compacted", Problem: compactedProblem(t, policy)})
 		}
 	}
 	return found
@@ -405,26 +405,38 @@ func topicsMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg
 // topicProblem is what keeps the gate from reading (want opRead) or writing (opWrite)
 // topic t, as the broker's metadata answer resp says: "" when nothing does.
 func topicProblem(resp *kmsg.MetadataResponse, t string, want int32) string {
+	_, p := topicProblemKind(resp, t, want)
+	return p
+}
+
+// topicProblemKind is topicProblem with the kind of the problem (TopicError.Kind): ""
+// when there is none.
+func topicProblemKind(resp *kmsg.MetadataResponse, t string, want int32) (kind, problem string) {
 	verb := "write to output"
 	if want == opRead {
 		verb = "read input"
 	}
+	op := strings.Fields(verb)[0]
 	i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
 	if i < 0 {
-		return fmt.Sprintf("topic %q: not in the broker's metadata answer", t)
+		return "unanswered", fmt.Sprintf("topic %q: not in the broker's metadata answer", t)
 	}
 	rt := resp.Topics[i]
 	switch err := kerr.ErrorForCode(rt.ErrorCode); {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Sprintf("topic %q does not exist: create it (the gate does not)", t)
+		return "missing", fmt.Sprintf("topic %q does not exist: create it (the gate does not)", t)
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return fmt.Sprintf("topic %q: not authorized to describe it: grant DESCRIBE and %s ACLs to the gate's principal", t, strings.ToUpper(strings.Fields(verb)[0]))
+		return "describe refused", fmt.Sprintf("topic %q: not authorized to describe it: grant DESCRIBE and %s ACLs to the gate's principal", t, strings.ToUpper(op))
 	case err != nil:
-		return fmt.Sprintf("topic %q: %v", t, err)
+		kind := err.Error()
+		if ke := (*kerr.Error)(nil); errors.As(err, &ke) {
+			kind = ke.Message // the code's name, not its description
+		}
+		return kind, fmt.Sprintf("topic %q: %v", t, err)
 	case rt.AuthorizedOperations != opsUnknown && rt.AuthorizedOperations&want == 0:
-		return fmt.Sprintf("topic %q: no permission to %s it: grant the %s ACL on it to the gate's principal", t, strings.Fields(verb)[0], strings.ToUpper(strings.Fields(verb)[0]))
+		return op + " refused", fmt.Sprintf("topic %q: no permission to %s it: grant the %s ACL on it to the gate's principal", t, op, strings.ToUpper(op))
 	}
-	return ""
+	return "", ""
 }
 
 // transactionTimeoutProblem compares Config.TransactionTimeout with broker's

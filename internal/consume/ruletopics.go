@@ -179,7 +179,11 @@ var ErrUnasked = errors.New("kafka could not be asked")
 // TopicError is one topic's problem, as CheckTopics finds it: its error joins one a
 // topic that fails, so that a caller can say which of its rules name it.
 type TopicError struct {
-	Topic   string
+	Topic string
+	// Kind is what the problem is, in words that stay while it does ("missing", "write
+	// refused", "compacted"; else Kafka's error code): the reloader says a refused edit
+	// again when its problem changes kind, not when its words do.
+	Kind    string
 	Problem string // names the topic, and what to do
 }
 
@@ -208,12 +212,12 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	}
 	var errs, unasked []error
 	for _, t := range topics {
-		switch p := topicProblem(resp, t, opWrite); {
+		switch kind, p := topicProblemKind(resp, t, opWrite); {
 		case p == "":
 		case topicUnanswered(resp, t):
 			unasked = append(unasked, errors.New(p))
 		default:
-			errs = append(errs, &TopicError{Topic: t, Problem: p})
+			errs = append(errs, &TopicError{Topic: t, Kind: kind, Problem: p})
 		}
 	}
 	if len(errs) == 0 && len(unasked) > 0 {

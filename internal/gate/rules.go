@@ -216,7 +216,7 @@ func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
 		for _, e := range joined(err) {
 			var at rules.Problems
 			if te, ok := errors.AsType[*consume.TopicError](e); ok {
-				at = set.TopicProblems(te.Topic, "a rule's topic cannot take the gate's records: "+te.Problem)
+				at = set.TopicProblems(te.Topic, te.Kind, "a rule's topic cannot take the gate's records: "+te.Problem)
 			}
 			if len(at) == 0 {
 				at = rules.Problems{fmt.Errorf("a rule's topic cannot take the gate's records: %w", e)}

@@ -65,6 +65,10 @@ type Problem struct {
 	// YAML, whose Msg is the YAML library's (with a tab there named).
 	Path string
 	Msg  string
+	// Kind, when set, is what the problem is in words that stay while it does (a rule
+	// topic's: "missing", "write refused"), where Msg's may not (Kafka's): a refused edit
+	// is said again when its problems change kind (Reloader).
+	Kind string
 }
 
 // Error is FILE:LINE:COL: PATH: MSG, or FILE:LINE:COL: MSG without a path.

@@ -443,12 +443,12 @@ func TestSetTopics(t *testing.T) {
 	}
 	// A topic's problem is said at each enforced rule sending to it, at its action: a and
 	// c for x (line 2 and 4), not e's shadow topic.
-	got := s.TopicProblems("x", "gone")
+	got := s.TopicProblems("x", "missing", "gone")
 	want := []string{`r.yaml:2:49: rules[0] "a".action: gone`, `r.yaml:4:49: rules[2] "c".action: gone`}
 	if len(got) != len(want) || got[0].Error() != want[0] || got[1].Error() != want[1] {
 		t.Errorf("x's problems %q, want %q", got, want)
 	}
-	if got := s.TopicProblems("not-yet", "gone"); len(got) != 0 {
+	if got := s.TopicProblems("not-yet", "missing", "gone"); len(got) != 0 {
 		t.Errorf("a shadow rule's topic's problems %q, want none", got)
 	}
 }

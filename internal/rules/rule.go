@@ -253,14 +253,14 @@ func (a Action) String() string {
 	return "topic:" + a.Topic
 }
 
-// TopicProblems is msg, a problem of topic (missing, or closed to the gate), said at
-// the action of each enforced rule of s that sends records to it, as a parse problem is
-// said: FILE:LINE:COL: rules[1] "hot".action: msg.
-func (s *Set) TopicProblems(topic, msg string) Problems {
+// TopicProblems is msg, a problem of topic (missing, or closed to the gate) of kind
+// (Problem.Kind), said at the action of each enforced rule of s that sends records to it,
+// as a parse problem is said: FILE:LINE:COL: rules[1] "hot".action: msg.
+func (s *Set) TopicProblems(topic, kind, msg string) Problems {
 	var out Problems
 	for _, r := range s.Rules {
 		if r.Enforces(Topic) && r.Action.Topic == topic {
-			out = append(out, &Problem{File: s.Source, Line: r.ActionAt.Line, Col: r.ActionAt.Col, Path: r.ActionAt.Path, Msg: msg})
+			out = append(out, &Problem{File: s.Source, Line: r.ActionAt.Line, Col: r.ActionAt.Col, Path: r.ActionAt.Path, Msg: msg, Kind: kind})
 		}
 	}
 	return out
@@ -271,7 +271,7 @@ func (s *Set) TopicProblems(topic, msg string) Problems {
 // "" when none does.
 func (s *Set) TopicAt(topic string) string {
 	var at []string
-	for _, p := range s.TopicProblems(topic, "") {
+	for _, p := range s.TopicProblems(topic, "", "") {
 		at = append(at, strings.TrimSuffix(p.Error(), ": "))
 	}
 	return strings.Join(at, "; ")
