@@ -103,3 +103,77 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 		t.Errorf("gate_rules_file_valid %v once the edit is in use, want 1", v)
 	}
 }
+
+// A refused edit is said again when what refuses it changes kind, the file unchanged: its
+// rule topic missing, then (the operator creates it) there but closed to the gate's WRITE.
+// Remembered by the file's content alone, the second refusal was never logged, and the
+// operator saw only the first reason. Each reason is logged once, over any number of reads,
+// and the edit is counted once.
+func TestRulesReloadRefusalSaidAgainWhenItsReasonChanges(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	acls := faulttest.GateNeeds{Input: "events", Group: "capture-gate", Outputs: []string{"events_accepted", "events_overflow", "events_dead_letter"}}.ACLs()
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter"),
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "gate", "gate-secret", acls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, teamRule)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS":        strings.Join(kc.ListenAddrs(), ","),
+		"GATE_KAFKA_SASL_MECHANISM": "plain",
+		"GATE_KAFKA_SASL_USERNAME":  "gate",
+		"GATE_KAFKA_SASL_PASSWORD":  "gate-secret",
+		"GATE_REDIS_URLS":           srv.URL(),
+		"GATE_RULES_FILE":           path,
+	})
+	checks := topicChecks(kc, "merges")
+	g, logs := startReloadingLogged(t, cfg, "reload-reason-test")
+	first := g.gen.Load()
+	refused := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "rules file changed but cannot be used") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	const missing = `topic \"merges\" does not exist`
+	const unwritable = `topic \"merges\": no permission to write it: grant the WRITE ACL`
+
+	writeRules(t, path, teamRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	waitFor(t, "the edit naming a missing topic to be refused", func() bool { return len(refused()) == 1 })
+	if l := refused()[0]; !strings.Contains(l, missing) {
+		t.Fatalf("first refusal %q, want it to say %s", l, missing)
+	}
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(context.Background(), 1, 1, nil, "merges"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the same edit's refusal said again with its new reason", func() bool { return len(refused()) >= 2 })
+	waitChecks(t, checks, 3) // a few more reads with the second reason: nothing more said
+	lines := refused()
+	if len(lines) != 2 || !strings.Contains(lines[1], unwritable) || strings.Contains(lines[1], missing) {
+		t.Errorf("refusal lines %q, want two: the first saying %s, the second %s", lines, missing, unwritable)
+	}
+	if g.gen.Load() != first {
+		t.Fatalf("a rules file naming a topic the gate may not write was put in use: rules %+v", g.CurrentRules())
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "error"); got != 1 {
+		t.Errorf("one edit refused for two reasons counted %v times, want once (a read that found the file changed)", got)
+	}
+	if v := gaugeValue(t, g, "gate_rules_file_valid"); v != 0 {
+		t.Errorf("gate_rules_file_valid %v while the edit is refused, want 0", v)
+	}
+}

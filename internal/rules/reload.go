@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +34,11 @@ type ReloadOptions struct {
 	Reg      prometheus.Registerer // nil: not registered
 	// Check, if set, is asked about every changed set that parses, before it is put in
 	// use: an error refuses it as a bad file is refused (the rules in use stay, the
-	// refusal logged once and counted), and the set is asked about again at the next
-	// read, so that it is taken once what failed is fixed. The gate checks that each
-	// rule's topic exists and takes its writes. Not asked about the set read at start,
-	// whose topics the gate's start-up check covers. It is given the context of the read
+	// refusal counted once, and logged once for each kind of refusal: refusalKind), and
+	// the set is asked about again at the next read, so that it is taken once what failed
+	// is fixed. The gate checks that each rule's topic exists and takes its writes. Not
+	// asked about the set read at start, whose topics the gate's start-up check covers.
+	// It is given the context of the read
 	// (Reloader.Check's): a check cut short by its end neither refuses nor takes the set,
 	// which is asked about again at the next read. Nor does an error wrapping ErrUnchecked
 	// (the check could not be made: Kafka not answering): the set is neither refused nor
@@ -63,6 +66,11 @@ type Reloader struct {
 	next    time.Time // when the file is next read
 	raw     []byte    // what the file held when cur was made from it
 	lastBad string    // the last bad state logged (readState), "" when good
+	// badKinds are the kinds of refusal logged for lastBad (refusalKind): the same edit is
+	// said again when what refuses it changes (its topic created, but not writable), but
+	// not when a kind said already comes back (brokers' answers lagging each other would
+	// have it said at every read).
+	badKinds []string
 	// unchecked is the last state whose check could not be made, logged once.
 	unchecked string
 
@@ -202,7 +210,9 @@ func (r *Reloader) read(ctx context.Context, now time.Time) (bool, string) {
 	}
 	state := readState(raw, err)
 	var s *Set
+	kind := "unreadable" // its words are in state
 	if err == nil {
+		kind = "invalid"
 		s, err = Parse(r.path, raw, r.opts)
 	}
 	if err == nil && r.check != nil {
@@ -234,6 +244,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) (bool, string) {
 				}
 				return false, ReadUnchecked
 			}
+			kind = refusalKind(cerr)
 			if ps := Problems(nil); errors.As(cerr, &ps) {
 				err = fmt.Errorf("%w: %w", ErrRules, cerr) // each names the file, at its place
 			} else {
@@ -244,15 +255,18 @@ func (r *Reloader) read(ctx context.Context, now time.Time) (bool, string) {
 	if err != nil {
 		r.good.Set(0)
 		if state != r.lastBad {
-			r.lastBad = state
-			r.loads.WithLabelValues("error").Inc()
+			r.lastBad, r.badKinds = state, nil
+			r.loads.WithLabelValues("error").Inc() // once an edit: a read that found it changed
+		}
+		if !slices.Contains(r.badKinds, kind) {
+			r.badKinds = append(r.badKinds, kind)
 			r.log.Error("rules file changed but cannot be used; the last good rules stay in use until it is fixed",
-				"file", r.path, "err", err, "rules_in_use", names(r.cur.Load()))
+				"file", r.path, "err", err, "rules_in_use", names(r.cur.Load()), "reason_changed", len(r.badKinds) > 1)
 		}
 		return false, ReadRefused
 	}
 	old := r.cur.Swap(s)
-	r.raw, r.lastBad, r.unchecked = raw, "", ""
+	r.raw, r.lastBad, r.badKinds, r.unchecked = raw, "", nil, ""
 	r.loads.WithLabelValues("ok").Inc()
 	r.rules.Set(float64(len(s.Rules)))
 	r.good.Set(1)
@@ -261,13 +275,44 @@ func (r *Reloader) read(ctx context.Context, now time.Time) (bool, string) {
 }
 
 // readState is what a read of the file found: its content, or (err) why it could not be
-// read. A file that cannot be used is logged and counted once a state, an edit, however
-// the error is worded at each read (a check's words are Kafka's, and change).
+// read. A file that cannot be used is counted once a state, an edit, and logged once a
+// state and kind of refusal (refusalKind), however the error is worded at each read (a
+// check's words are Kafka's, and change).
 func readState(raw []byte, err error) string {
 	if err != nil {
 		return "\x00" + err.Error()
 	}
 	return "\x01" + string(raw)
+}
+
+// refusalKind is what kind of refusal a check's error err is, in terms that stay while
+// it does: the kinds of the problems it holds that give one (Problem.Kind, a rule topic's
+// at the rule that names it), else "refused". Not its words, which are Kafka's and may
+// change from one read to the next with nothing changed.
+func refusalKind(err error) string {
+	var kinds []string
+	var walk func(error)
+	walk = func(e error) {
+		if p, ok := e.(*Problem); ok && p.Kind != "" {
+			kinds = append(kinds, p.Path+": "+p.Kind)
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if w := u.Unwrap(); w != nil {
+				walk(w)
+			}
+		case interface{ Unwrap() []error }:
+			for _, w := range u.Unwrap() {
+				walk(w)
+			}
+		}
+	}
+	walk(err)
+	if len(kinds) == 0 {
+		return "refused"
+	}
+	slices.Sort(kinds)
+	return strings.Join(slices.Compact(kinds), "; ")
 }
 
 func names(s *Set) []string {

@@ -585,3 +585,43 @@ func TestReloaderConfigMapInvalidThenValidSwap(t *testing.T) {
 		t.Errorf("file back: valid %v\n%s", testutil.ToFloat64(r.good), logs.String())
 	}
 }
+
+// A refused edit is logged once a kind of refusal (Problem.Kind), whatever the words: a
+// topic missing, then not writable, is said twice; the same kinds again, worded anew, or
+// a kind already said coming back (a broker's lagging answer), are not said again. The
+// edit is counted once.
+func TestReloaderCheckRefusalOncePerKind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kind, asked := "missing", 0
+	check := func(_ context.Context, s *Set) error {
+		asked++
+		return s.TopicProblems("merges", kind, fmt.Sprintf("topic merges: %s (read %d)", kind, asked))
+	}
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"missing", "missing", "write refused", "write refused", "missing", "write refused"} {
+		kind = k
+		if r.CheckNow(t.Context()) {
+			t.Fatal("a refused set was put in use")
+		}
+	}
+	if n := strings.Count(logs.String(), "cannot be used"); n != 2 {
+		t.Errorf("one edit refused for two kinds of reason logged %d times, want twice:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "topic merges: missing (read 1)") || !strings.Contains(logs.String(), "topic merges: write refused (read 3)") {
+		t.Errorf("the refusals logged are not the first of each kind:\n%s", logs.String())
+	}
+	if got := testutil.ToFloat64(r.loads.WithLabelValues("error")); got != 1 {
+		t.Errorf("one edit refused: counted %v, want 1", got)
+	}
+}
