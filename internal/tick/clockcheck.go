@@ -46,6 +46,11 @@ type clockCheck struct {
 	// off read 0 then, and a gate whose first TIME got no answer (Redis slow or down at
 	// its start) wrote the folds of a clock days ahead (a review).
 	measured bool
+	// refused: TIME itself is refused (no +time, or renamed away), so no check will ever
+	// measure off. Folds are written then, as before the check existed: withheld, a
+	// fleet whose ACL lacks +time would never learn a threshold, where the warning
+	// already asks for +time.
+	refused bool
 }
 
 // init sets what c was not given, at its first use: here, not in New, so that a test's
@@ -88,6 +93,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 			return
 		}
 		c.last = start
+		c.refused = true
 		// TIME alone refused: an ACL without +time (NOPERM), or the command renamed away,
 		// under which the offset is never measured and GateClockSkew can never fire.
 		t.countError(classify(err), "0")
@@ -106,7 +112,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	offset := start.Add(rtt / 2).Sub(theirs)
 	t.m.clockOffset.Set(offset.Seconds())
 	c.off = max(offset.Abs()-rtt/2, 0)
-	c.measured = true
+	c.measured, c.refused = true, false
 	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
 		if ok, quiet := c.warnSkew.Allow(); ok {
 			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
@@ -125,7 +131,7 @@ func timeRefused(err error) bool {
 
 // withholdProfile reports whether a profile ls's limiter folded is not to be written,
 // this host's clock being off Redis's by a window of the limiter or more, or not measured
-// yet (no clock check has had TIME's answer), and says so (at most every ten minutes). A
+// yet (no clock check has had TIME's answer, nor found TIME refused), and says so (at most every ten minutes). A
 // fold is of the window two back by this host's clock: one ahead by windows folds a
 // window that has not ended (its counts partial or none), and puts the profile's last
 // fold ahead of the fleet's clock, which finds no fold due until its time comes: the
@@ -134,14 +140,14 @@ func timeRefused(err error) bool {
 func (t *Ticker) withholdProfile(ls *limitState) bool {
 	c := &t.clockCheck
 	w := ls.l.Config().Window
-	if c.measured && c.off < w {
+	if (c.measured || c.refused) && c.off < w {
 		return false
 	}
 	t.m.profiles.WithLabelValues("withheld").Inc()
 	c.init()
 	ok, quiet := c.warnProfiles.Allow()
 	if ok && !c.measured {
-		t.log.Warn("this host's clock offset to Redis's is not measured yet (TIME unanswered or refused): the learned profiles it folds are not written until it is, as a clock off by a window or more would fold the wrong windows into the fleet's",
+		t.log.Warn("this host's clock offset to Redis's is not measured yet (TIME unanswered): the learned profiles it folds are not written until it is, as a clock off by a window or more would fold the wrong windows into the fleet's",
 			"window", w, "withheld_unlogged", quiet)
 		return true
 	}

@@ -117,3 +117,45 @@ func TestProfilesNotWrittenWhileTheFirstClockCheckUnanswered(t *testing.T) {
 		tickAll(t, g)
 	}
 }
+
+// TestProfilesWrittenWithTIMERefused: a gate whose Redis user may not run TIME (an ACL
+// without +time) can never measure its clock; it warns so, and writes the profiles it
+// folds, as it did before the clock check withheld them: withheld, a fleet with that ACL
+// would never learn a threshold. (An unanswered TIME withholds them until one answers:
+// TestProfilesNotWrittenWhileTheFirstClockCheckUnanswered.)
+func TestProfilesWrittenWithTIMERefused(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, clk := adaptiveGates(t, 1, srv, 24*time.Hour)
+	g := gs[0]
+	g.tk.clockCheck.measured = false // as New leaves it
+	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "-time").Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := clk.Now()
+	const team = "steady"
+	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
+	v, _ := stored.MarshalBinary()
+	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g.tk.checkClock(context.Background())
+	if g.tk.clockCheck.measured || !g.tk.clockCheck.refused {
+		t.Fatalf("clock check with TIME refused: measured %v, refused %v; want refused", g.tk.clockCheck.measured, g.tk.clockCheck.refused)
+	}
+	tick := 15 * time.Second
+	for end := now.Add(3 * time.Hour); ; now = now.Add(tick) {
+		if got, ok := storedProfile(t, srv, team); ok && got.Epoch != stored.Epoch {
+			break
+		}
+		if !now.Before(end) {
+			t.Fatalf("no fold written in 3 h (of the fake clock) with TIME refused; withheld %v",
+				testutil.ToFloat64(g.tk.m.profiles.WithLabelValues("withheld")))
+		}
+		checkSpread(g, now, tick, team, 300*15/60, func(time.Time, limit.Decision) {})
+		clk.Set(now.Add(tick))
+		tickAll(t, g)
+	}
+	if n := testutil.ToFloat64(g.tk.m.profiles.WithLabelValues("withheld")); n != 0 {
+		t.Errorf("gate_limiter_profile_writes_total{result=withheld} = %v with TIME refused, want 0", n)
+	}
+}
