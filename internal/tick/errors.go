@@ -187,8 +187,13 @@ func resentOn(err error) bool {
 		redis.IsReadOnlyError(err) || redis.IsMasterDownError(err)
 }
 
-// classify names an error's cause for the errors metric.
+// classify names an error's cause for the errors metric. A Redis before 7.0 wraps the
+// error a script's command met in its own (scriptError), which is classed as the error
+// inside: otherwise a full Redis 6 refusing the write script counted as redis, not oom.
 func classify(err error) cause {
+	if inner, ok := scriptError(err); ok {
+		err = inner
+	}
 	var ne net.Error
 	var re redis.Error
 	switch {
@@ -208,6 +213,57 @@ func classify(err error) cause {
 		return causeTLS // a Redis that answers, but whose certificate or the gate's is refused, or that shares no TLS version with the gate
 	}
 	return causeConnection
+}
+
+// scriptReply is the error a script's command met, as scriptError takes it out.
+type scriptReply string
+
+func (e scriptReply) Error() string { return string(e) }
+func (scriptReply) RedisError()     {}
+
+// scriptError returns the error inside a Redis before 7.0's reply to a script whose
+// command failed: "ERR Error running script (call to f_<sha>): @user_script:6:
+// @user_script: 6: -OOM command not allowed when used memory > 'maxmemory'." (the error
+// handler's location, then luaPushError's for a refusal the script met before the command
+// ran, as OOM, READONLY and MISCONF; the command's own error has the first alone).
+// Redis 7 returns the command's error as it is, its location after it ("OOM command not
+// allowed ... script: <sha>, on @user_script:6."), whose prefix classify reads as it is.
+func scriptError(err error) (redis.Error, bool) {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return nil, false
+	}
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(re.Error(), "ERR "), "Error running script (call to ")
+	if !ok {
+		return nil, false
+	}
+	if _, rest, ok = strings.Cut(rest, "): "); !ok {
+		return nil, false
+	}
+	for strings.HasPrefix(rest, "@") {
+		after, ok := cutScriptLocation(rest)
+		if !ok {
+			break
+		}
+		rest = after
+	}
+	return scriptReply(strings.TrimSpace(strings.TrimPrefix(rest, "-"))), true
+}
+
+// cutScriptLocation cuts a script location, "@user_script:6: " or "@user_script: 6: ",
+// off the front of s.
+func cutScriptLocation(s string) (string, bool) {
+	_, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return s, false
+	}
+	rest = strings.TrimPrefix(rest, " ")
+	digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+	if digits == 0 {
+		return s, false
+	}
+	rest, ok = strings.CutPrefix(rest[digits:], ": ")
+	return rest, ok
 }
 
 // loginRefusal reports whether err is Redis refusing the gate's login or rights, which

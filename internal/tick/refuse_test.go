@@ -552,3 +552,44 @@ func portOf(t *testing.T, addr string) int {
 	}
 	return n
 }
+
+// replyErr is an error reply as go-redis returns it (a redis.Error), of the given text.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// TestClassifyScriptErrors: the write script refused by a Redis 6 is classed by the error
+// inside its "Error running script" reply, as Redis 7's reply, which leads with it, is:
+// a full Redis 6 counted as redis, not oom (and its writes were not taken for a refusal
+// every gate meets, fleetRefusals). The texts are those Redis gives: 6.2's from its
+// scripting.c (luaPushError's location after the error handler's, the reply's CRLF made
+// spaces; as reported in redis/redis#8623), 7.0's from redis-server 7.0.15.
+func TestClassifyScriptErrors(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want cause
+	}{
+		// Redis 6.2: a refusal luaPushError raised before the command ran.
+		{"ERR Error running script (call to f_8426c8df41c64d8177dce3ecbbe9146ef3759cd2): @user_script:6: @user_script: 6: -OOM command not allowed when used memory > 'maxmemory'.   ", causeOOM},
+		{"ERR Error running script (call to f_ff967d0ae0e68b4f9e360fa91c54598bc25ad9b6): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica.   ", causeReadOnly},
+		{"ERR Error running script (call to f_ff967d0ae0e68b4f9e360fa91c54598bc25ad9b6): @user_script:1: @user_script: 1: -MISCONF Redis is configured to save RDB snapshots, but it is currently not able to persist on disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.   ", causeMisconf},
+		// Redis 6.2: the command's own error reply, the error handler's location alone.
+		{"ERR Error running script (call to f_c2ec42c5ffc4cf03fccf5f89d7028987c33ae0cc): @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value", causeRedis},
+		// Redis 7.0.15.
+		{"OOM command not allowed when used memory > 'maxmemory'. script: ff967d0ae0e68b4f9e360fa91c54598bc25ad9b6, on @user_script:1.", causeOOM},
+		{"READONLY You can't write against a read only replica. script: ff967d0ae0e68b4f9e360fa91c54598bc25ad9b6, on @user_script:1.", causeReadOnly},
+		{"ERR value is not an integer or out of range script: c2ec42c5ffc4cf03fccf5f89d7028987c33ae0cc, on @user_script:1.", causeRedis},
+		// Not a script's: as they are, in either version.
+		{"OOM command not allowed when used memory > 'maxmemory'.", causeOOM},
+		{"NOREPLICAS Not enough good replicas to write.", causeNoReplicas},
+		{"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.", causeRedis},
+		{"NOSCRIPT No matching script. Please use EVAL.", causeRedis},
+		// A script's error with no location to cut: the redis class, not a panic.
+		{"ERR Error running script (call to f_0): @user_script", causeRedis},
+	} {
+		if got := classify(replyErr(c.text)); got != c.want {
+			t.Errorf("classify(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}
