@@ -33,9 +33,6 @@ import (
 // the instance.
 func (t *Ticker) report(i int, p *plan) {
 	label := strconv.Itoa(i)
-	if t.cfg.Mode == ModeCluster {
-		t.trackNodes(p)
-	}
 	if p.err == nil {
 		t.errLogs[i].recovered(t.log, label, p.dur)
 		return
@@ -64,8 +61,8 @@ func (t *Ticker) countError(c cause, instance string) {
 	t.m.errors.WithLabelValues(c.String(), instance).Inc()
 }
 
-// trackNodes keeps the errors metric's series of the cluster's primaries as the tick
-// finds them (p.nodes: every primary it sent to, its ClusterShards lanes covering them
+// trackNodes keeps the errors and pipeline duration metrics' series of the cluster's
+// primaries as the tick finds them (p.nodes: every primary it sent to, its ClusterShards lanes covering them
 // all): each new primary's at zero, so that its first failure is an increase to rate(),
 // and, whenever one is new, those of the primaries gone deleted. A cluster's nodes change
 // address over failovers and resharding (a pod rescheduled), and each would otherwise
@@ -84,6 +81,7 @@ func (t *Ticker) trackNodes(p *plan) {
 		for c := range numCauses {
 			t.m.errors.WithLabelValues(c.String(), node)
 		}
+		t.m.pipelineDur.WithLabelValues(node)
 		added = true
 	}
 	if !added {
@@ -92,6 +90,7 @@ func (t *Ticker) trackNodes(p *plan) {
 	for node := range t.errNodes {
 		if !slices.Contains(p.nodes, node) {
 			t.m.errors.DeletePartialMatch(prometheus.Labels{"redis_instance": node})
+			t.m.pipelineDur.DeleteLabelValues(node)
 			delete(t.errNodes, node)
 		}
 	}

@@ -4,12 +4,14 @@
 // keys nothing said so: an evicted counter lets its team past its limit, an evicted write
 // sequence lets a resent batch count twice. Once a minute, with the clock check and the
 // fleet count, Run reads each instance's INFO server, stats and memory (each primary of a
-// cluster), adds the keys evicted since its last look to gate_redis_evicted_keys_total,
-// and warns when they rise or the policy becomes an evicting one.
+// cluster), adds the keys evicted since its last look to gate_redis_evicted_keys_total
+// (by instance, or by primary in cluster mode), and warns when they rise or the policy
+// becomes an evicting one.
 
 package tick
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"strings"
@@ -95,12 +97,19 @@ func (t *Ticker) watchEviction(ctx context.Context) {
 		wg.Go(func() {
 			var seen atomic.Bool
 			if cc, ok := c.(*redis.ClusterClient); ok {
+				var mu sync.Mutex
+				primaries := make(map[string]bool)
 				_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-					if t.lookForEviction(ctx, i, n, n.Options().Addr, now) {
+					addr := n.Options().Addr
+					mu.Lock()
+					primaries[addr] = true
+					mu.Unlock()
+					if t.lookForEviction(ctx, i, n, addr, now) {
 						seen.Store(true)
 					}
 					return nil
 				})
+				t.forgetPrimaries(i, primaries)
 			} else {
 				seen.Store(t.lookForEviction(ctx, i, c, "", now))
 			}
@@ -112,6 +121,25 @@ func (t *Ticker) watchEviction(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// forgetPrimaries deletes the evictions metric's series, and what the watch saw, of
+// cluster instance i's primaries not among primaries (the slot map's at this look): a
+// cluster's nodes change address over failovers and resharding, and each would otherwise
+// keep its series for the process's life. No primary at all (no slot map) forgets none.
+func (t *Ticker) forgetPrimaries(i int, primaries map[string]bool) {
+	if len(primaries) == 0 {
+		return
+	}
+	w := t.evictionWatch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key := range w.nodes {
+		if key.instance == i && key.node != "" && !primaries[key.node] {
+			delete(w.nodes, key)
+			t.m.evicted.DeleteLabelValues(key.node)
+		}
+	}
 }
 
 // due reports whether a look is due at now, and notes it as made: not at the watch's
@@ -144,8 +172,12 @@ func (w *evictionWatch) due(now time.Time, instances int, wall clock.Clock) bool
 // changed is another process: one started since the last look (a restart, its
 // evicted_keys counted from 0) has all of them counted, another (a failover to a
 // replica) is only noted; evicted_keys under the last (CONFIG RESETSTAT) counts from 0.
-// It reports whether the node answered.
+// It reports whether the node answered. The node's count is labelled by its address, a
+// cluster's primary, else by i: a cluster's whole count on one series hid the node that
+// evicts; it starts at zero (so that a first eviction is an increase) from the first look.
 func (t *Ticker) lookForEviction(ctx context.Context, i int, c redis.UniversalClient, node string, now time.Time) bool {
+	label := cmp.Or(node, strconv.Itoa(i))
+	t.m.evicted.WithLabelValues(label)
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	pipe := c.Pipeline()
@@ -197,7 +229,7 @@ func (t *Ticker) lookForEviction(ctx context.Context, i int, c redis.UniversalCl
 	if n <= 0 {
 		return true
 	}
-	t.m.evicted.WithLabelValues(strconv.Itoa(i)).Add(float64(n))
+	t.m.evicted.WithLabelValues(label).Add(float64(n))
 	if ok, quiet := w.warn[i].Allow(); ok {
 		t.log.Warn("redis evicted keys: the gate's may be among them, an evicted counter letting its team past its limit, an evicted write sequence a resent batch count twice; set maxmemory-policy noeviction, or raise maxmemory (gate_redis_evicted_keys_total; logged at most every 10 minutes)",
 			"instance", i, "node", node, "evicted", n, "maxmemory_policy", policy, "maxmemory", maxmemory, "warnings_unlogged", quiet)

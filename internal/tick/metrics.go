@@ -63,15 +63,16 @@ func NewDropped(reg prometheus.Registerer) (*Dropped, error) {
 
 // newMetrics makes the tick's metrics, registered with reg when it is not nil; the redirect
 // counter is redirects' (registered by its maker) when it is not nil, else its own, and
-// the dropped counter dropped's likewise. interval is the tick's (TickInterval).
-func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, dropped *Dropped, interval time.Duration) (*metrics, error) {
+// the dropped counter dropped's likewise. interval is the tick's (TickInterval); cluster
+// (ModeCluster) has no instance series of the evictions, which are counted by primary.
+func newMetrics(reg prometheus.Registerer, instances int, cluster bool, redirects *Redirects, dropped *Dropped, interval time.Duration) (*metrics, error) {
 	// 0.5 ms .. 65.5 s: a pipeline as long as a long GATE_TICK_INTERVAL is measured, not +Inf.
 	ms := prometheus.ExponentialBuckets(0.0005, 2, 18)
 	m := &metrics{
 		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_duration_seconds",
 			Help: "Time one tick takes: sweep, pipelines, applying reads.", Buckets: tickBuckets(interval)}),
 		pipelineDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_duration_seconds",
-			Help: "Time one Redis pipeline takes, by Redis instance (its index in GATE_REDIS_URLS).", Buckets: ms}, []string{"redis_instance"}),
+			Help: "Time one Redis pipeline takes, by Redis instance (its index in GATE_REDIS_URLS; in cluster mode the address of the primary it went to, a series per primary the gate writes to, those of primaries gone from the cluster deleted).", Buckets: ms}, []string{"redis_instance"}),
 		pipelineSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_size",
 			Help: "Teams per pipeline, by kind (write, read).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"kind"}),
 		tickCommands: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_redis_commands",
@@ -106,7 +107,7 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
 			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic); withheld (not sent: this host's clock was off Redis's by a window or more, or not yet measured, no clock check having had TIME's answer nor found TIME refused, and its folds would take the wrong windows' counts)."}, []string{"result"}),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_redis_evicted_keys_total",
-			Help: "Keys Redis reports it evicted (INFO stats evicted_keys, read once a minute, every primary of a cluster added up) since this gate first looked, by Redis instance (its index in GATE_REDIS_URLS): any key, the gate's among them; an evicted counter lets its team past its limit, an evicted write sequence a resent batch count twice. Stays 0 when INFO is refused."}, []string{"redis_instance"}),
+			Help: "Keys Redis reports it evicted (INFO stats evicted_keys, read once a minute) since this gate first looked, by Redis instance (its index in GATE_REDIS_URLS; in cluster mode the address of each primary, from its first look, those of primaries gone from the cluster deleted): any key, the gate's among them; an evicted counter lets its team past its limit, an evicted write sequence a resent batch count twice. Stays 0 when INFO is refused."}, []string{"redis_instance"}),
 	}
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
@@ -125,7 +126,9 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		for c := range numCauses {
 			m.errors.WithLabelValues(c.String(), fmt.Sprint(i))
 		}
-		m.evicted.WithLabelValues(fmt.Sprint(i))
+		if !cluster { // a cluster's are its primaries' (lookForEviction)
+			m.evicted.WithLabelValues(fmt.Sprint(i))
+		}
 	}
 	if redirects == nil {
 		own, err := NewRedirects(reg)

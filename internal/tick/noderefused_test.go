@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,6 +206,200 @@ func errorSeries(t *testing.T, tk *Ticker) map[[2]string]float64 {
 			}
 		}
 		out[k] = pb.GetCounter().GetValue()
+	}
+	return out
+}
+
+// TestClusterPipelineAndEvictionsNameTheNode: in cluster mode the pipeline duration and
+// the evicted keys are labelled by primary (its address), as the errors are, not as
+// instance "0", which is every primary of the cluster: a slow node or one that evicts is
+// named. Each primary's series is there at zero from the tick or look that first sees
+// it; when a primary is gone (killed, its replica promoted), its series go, and the
+// promoted one's come.
+func TestClusterPipelineAndEvictionsNameTheNode(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	clk := clock.NewFake(epochStart)
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{cc}, Config{Mode: ModeCluster}, reg, slog.New(slog.NewTextHandler(&logBuffer{}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := clock.NewFake(time.Now())
+	tk.clockCheck.wall = wall
+	ctx := context.Background()
+	teams := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	tickUntil := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !done(); clk.Advance(time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after a minute of ticks; pipeline duration samples: %v", what, seriesOf(t, tk.m.pipelineDur))
+			}
+			for _, team := range teams {
+				l.Check(team, 1)
+			}
+			tk.Tick(ctx)
+		}
+	}
+	// The primaries that own the teams' keys: those whose pipelines carry commands.
+	owners := map[string]bool{}
+	for _, team := range teams {
+		owners[cl.Owner(t, ClusterKey(DefaultKeyPrefix, team, l.Epoch(clk.Now()))).Addr()] = true
+	}
+	tickUntil("every owning primary's pipeline timed", func() bool {
+		s := seriesOf(t, tk.m.pipelineDur)
+		for addr := range owners {
+			if s[addr] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	s := seriesOf(t, tk.m.pipelineDur)
+	for _, p := range cl.Primaries {
+		if _, ok := s[p.Addr()]; !ok {
+			t.Errorf("no gate_limiter_pipeline_duration_seconds series of primary %s: %v", p.Addr(), s)
+		}
+	}
+	if _, ok := s["0"]; ok {
+		t.Errorf("gate_limiter_pipeline_duration_seconds{redis_instance=\"0\"} in cluster mode: %v", s)
+	}
+
+	// Evictions: the watch's first look notes each primary; one then evicts.
+	tk.watchEviction(ctx) // starts its minute
+	wall.Advance(time.Minute)
+	tk.watchEviction(ctx)
+	ev := seriesOf(t, tk.m.evicted)
+	for _, p := range cl.Primaries {
+		if v, ok := ev[p.Addr()]; !ok || v != 0 {
+			t.Errorf("gate_redis_evicted_keys_total of primary %s after the first look: %v (present %v), want 0", p.Addr(), v, ok)
+		}
+	}
+	if _, ok := ev["0"]; ok {
+		t.Errorf("gate_redis_evicted_keys_total{redis_instance=\"0\"} in cluster mode: %v", ev)
+	}
+	evicting := cl.Primaries[0]
+	evictOn(t, cl, evicting)
+	wall.Advance(time.Minute)
+	tk.watchEviction(ctx)
+	ev = seriesOf(t, tk.m.evicted)
+	for addr, v := range ev {
+		if (addr == evicting.Addr()) != (v > 0) {
+			t.Errorf("gate_redis_evicted_keys_total{redis_instance=%q} = %v: want keys counted on %s alone", addr, v, evicting.Addr())
+		}
+	}
+
+	// The evicting primary dies; its replica takes over.
+	evicting.Stop(t)
+	var promoted string
+	for deadline := time.Now().Add(30 * time.Second); promoted == ""; time.Sleep(50 * time.Millisecond) {
+		for _, r := range cl.Replicas {
+			if role, _ := r.Client(t).Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
+				promoted = r.Addr()
+			}
+		}
+		if promoted == "" && time.Now().After(deadline) {
+			t.Fatal("no replica promoted within 30 s of the primary's death")
+		}
+	}
+	tickUntil("the promoted primary's pipeline timed, the dead one's series gone", func() bool {
+		s := seriesOf(t, tk.m.pipelineDur)
+		_, dead := s[evicting.Addr()]
+		_, now := s[promoted]
+		return now && !dead
+	})
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		wall.Advance(time.Minute)
+		tk.watchEviction(ctx)
+		ev := seriesOf(t, tk.m.evicted)
+		_, dead := ev[evicting.Addr()]
+		_, now := ev[promoted]
+		if now && !dead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate_redis_evicted_keys_total after a minute of looks: %v; want %s's series, not %s's", ev, promoted, evicting.Addr())
+		}
+	}
+}
+
+// evictOn has the cluster primary s evict keys: maxmemory 3 MiB over its use under
+// allkeys-lru (its replication backlog, up to 1 MiB, grows into it), then 8 MB of keys of
+// one slot it owns.
+func evictOn(t *testing.T, cl *redistest.Cluster, s *redistest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if k := fmt.Sprintf("{evict%d}", i); cl.Owner(t, k).Addr() == s.Addr() {
+			tag = k
+		}
+		if i > 100 {
+			t.Fatalf("no hash tag of %s's slots among 100", s.Addr())
+		}
+	}
+	c := s.Client(t)
+	mem, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := strconv.Atoi(infoValue(mem, "used_memory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][]any{{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"CONFIG", "SET", "maxmemory", strconv.Itoa(used + 3<<20)}} {
+		if err := c.Do(ctx, kv...).Err(); err != nil {
+			t.Fatalf("%v: %v", kv, err)
+		}
+	}
+	val := strings.Repeat("x", 1024)
+	for b := range 160 { // small pipelines: their replication stream counts in used memory too
+		pipe := c.Pipeline()
+		for i := range 50 {
+			pipe.Set(ctx, fmt.Sprintf("%s:%d:%d", tag, b, i), val, 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("filling %s: %v", s.Addr(), err)
+		}
+	}
+	stats, err := c.Info(ctx, "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(infoValue(stats, "evicted_keys")); n == 0 {
+		t.Fatalf("%s evicted no key after 8 MB over a maxmemory 3 MiB above its use", s.Addr())
+	}
+}
+
+// seriesOf is c's series by redis_instance: a counter's value, a histogram's sample count.
+func seriesOf(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 256)
+	go func() { c.Collect(ch); close(ch) }()
+	out := map[string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		for _, lp := range pb.GetLabel() {
+			if lp.GetName() == "redis_instance" {
+				if h := pb.GetHistogram(); h != nil {
+					out[lp.GetValue()] = float64(h.GetSampleCount())
+				} else {
+					out[lp.GetValue()] = pb.GetCounter().GetValue()
+				}
+			}
+		}
 	}
 	return out
 }

@@ -97,6 +97,9 @@ type plan struct {
 	// the errors metric and the log name the node that failed, not the one instance.
 	nodes      []string
 	nodeCauses map[string]causeSet
+	// nodeDur: cluster mode, each primary's pipeline time over the tick's sends (as dur
+	// the instance's), so that the pipeline duration names the slow node.
+	nodeDur map[string]time.Duration
 	// refusedLogin: a command was refused for the gate's login or rights (loginRefusal),
 	// which its log line names, as no retry cures them.
 	refusedLogin bool
@@ -180,7 +183,8 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		clear(p.holds)
 		clear(p.profiles)
 		clear(p.pcmds)
-		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes, nodes: p.nodes[:0]}
+		clear(p.nodeDur)
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes, nodes: p.nodes[:0], nodeDur: p.nodeDur}
 	}
 	clear(t.open)
 	budget := t.cfg.KeysPerTick

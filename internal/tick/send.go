@@ -75,6 +75,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	}
 	errs := make([]error, len(pipes))
 	late := make([]bool, len(pipes))
+	took := make([]time.Duration, len(pipes)) // from start, as dur: 0 for a pipeline not sent
 	var wg sync.WaitGroup
 	p.sent, p.sendErr = 0, nil
 	for j, pipe := range pipes {
@@ -84,6 +85,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 				var cmds []redis.Cmder
 				cmds, errs[j] = pipe.Exec(ctx)
 				late[j] = ctx.Err() != nil
+				took[j] = time.Since(start)
 				carryPipelineErr(cmds, errs[j])
 			})
 		}
@@ -103,6 +105,14 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		}
 	}
 	p.dur += time.Since(start)
+	for j, node := range p.nodes { // cluster mode: each primary's own
+		if took[j] > 0 {
+			if p.nodeDur == nil {
+				p.nodeDur = make(map[string]time.Duration, len(p.nodes))
+			}
+			p.nodeDur[node] += took[j]
+		}
+	}
 	if part&partWrites != 0 {
 		for _, b := range p.batches {
 			if t.writes != nil {

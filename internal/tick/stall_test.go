@@ -92,7 +92,7 @@ func TestStallCountsOnce(t *testing.T) {
 // (4 s before: the alert could not fire from a 5 s interval).
 func TestTickDurationMeasuresLongTicks(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg, 1, nil, nil, time.Second)
+	m, err := newMetrics(reg, 1, false, nil, nil, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@
 package tick
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,8 +36,8 @@ type Ticker struct {
 	log       *slog.Logger
 	m         *metrics
 	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
-	// errNodes: cluster mode, the primaries the errors metric has series of (report);
-	// the tick goroutine's.
+	// errNodes: cluster mode, the primaries the errors and pipeline duration metrics have
+	// series of (trackNodes); the tick goroutine's.
 	errNodes map[string]struct{}
 	// parseLogs pace the logs of values read that do not parse, by kind (unreadable).
 	parseLogs [numValueKinds]*throttle.Every
@@ -207,7 +208,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg, len(instances), cfg.Redirects, cfg.Dropped, cfg.TickInterval)
+	m, err := newMetrics(reg, len(instances), cfg.Mode == ModeCluster, cfg.Redirects, cfg.Dropped, cfg.TickInterval)
 	if err != nil {
 		return nil, err
 	}
@@ -613,7 +614,20 @@ func (t *Ticker) finish(commands int, took time.Duration) {
 		if !p.has(partWrites | partReads) {
 			continue
 		}
-		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
+		label := strconv.Itoa(i)
+		if t.cfg.Mode == ModeCluster {
+			t.trackNodes(p)
+		}
+		if t.cfg.Mode != ModeCluster {
+			t.m.pipelineDur.WithLabelValues(label).Observe(p.dur.Seconds())
+		}
+		for node, d := range p.nodeDur { // cluster mode: the slow primary named
+			// A node of the write phase no longer in the read phase's slot map has no
+			// series kept (trackNodes): its time is left out, not left behind.
+			if _, ok := t.errNodes[node]; ok || node == "" {
+				t.m.pipelineDur.WithLabelValues(cmp.Or(node, label)).Observe(d.Seconds())
+			}
+		}
 		t.m.pipelineSize.WithLabelValues("write").Observe(float64(p.writes))
 		t.m.pipelineSize.WithLabelValues("read").Observe(float64(p.reads))
 		t.report(i, p)
