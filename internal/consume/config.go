@@ -251,7 +251,7 @@ type Config struct {
 	// read and write them (see preflight.go). Empty checks the input topic only.
 	OutputTopics []string
 	// DeadLetterTopic is the one of OutputTopics dead letters go to: the preflight warns
-	// when it is compacted (deadLetterCompacted). Empty: not checked.
+	// when it is compacted (compactedWarnings). Empty: not checked.
 	DeadLetterTopic string
 	// KeylessTopics are those of OutputTopics the gate writes records without a key to:
 	// the overflow topic unless GATE_OVERFLOW_KEEP_KEY. The rules' own topics, whose

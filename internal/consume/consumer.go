@@ -186,8 +186,8 @@ type Consumer struct {
 	// UNKNOWN_TOPIC_OR_PARTITION, until the watch finds the topic as it was: offsets are
 	// committed by topic name, and those of a topic deleted and created again would be
 	// the new one's. Nothing is committed meanwhile (errInputDoubt).
-	inputDoubt atomic.Bool
-	dltWarned  atomic.Bool // deadLetterCompacted asked (preflight.go)
+	inputDoubt      atomic.Bool
+	compactedWarned atomic.Bool // compactedWarnings asked (preflight.go)
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

@@ -175,7 +175,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		// Before the first produce, which fixes a partition's batch limit in the client.
 		c.readBatchLimits(ctx, c.cl, topics[1:])
 		found = append(found, c.keylessProblems(ctx, topics[1:])...)
-		c.deadLetterCompacted(ctx)
+		c.compactedWarnings(ctx, topics[1:])
 	}
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()
@@ -334,26 +334,45 @@ func compactedProblem(topic, policy string) string {
 		"set cleanup.policy=delete on the topic (or GATE_OVERFLOW_KEEP_KEY=true, if every input record has a key)", topic, policy)
 }
 
-// deadLetterCompacted warns, once a run, when the dead-letter topic is compacted: it
-// refuses a dead letter without a key (INVALID_RECORD: the record, refused by every
-// topic, then stops its partition), and keeps only the last dead letter of each key, a
-// null value deleting the others. A warning, not a refusal: input records that all have
-// keys are dead-lettered there, and a gate that ran so must still start. A topic the
-// gate may not describe is not checked.
-func (c *Consumer) deadLetterCompacted(ctx context.Context) {
-	t := c.cfg.DeadLetterTopic
-	if t == "" || !c.dltWarned.CompareAndSwap(false, true) {
+// compactedWarnings warns, once a run, of each of topics (the output and rule topics)
+// that is compacted while the gate keeps the record key on it, and of a compacted
+// dead-letter topic, read in one request. Such a topic refuses a record without a key
+// (INVALID_RECORD), and keeps only the last record of each key, a null value deleting
+// the others. An input record without a key, kept so, is refused: to the accepted or a
+// kept-key overflow topic it goes to dead letter; to the dead-letter topic, refused by
+// every topic, its partition then stops. Warnings, not refusals: input records that all
+// have keys are taken, and a gate that ran so must still start. The topics written
+// without keys are problems of their own (keylessProblems); a topic the gate may not
+// describe is not checked.
+func (c *Consumer) compactedWarnings(ctx context.Context, topics []string) {
+	dlt := c.cfg.DeadLetterTopic
+	keyed := slices.DeleteFunc(slices.Clone(topics), func(t string) bool {
+		return t == dlt || t == c.cfg.OutcomesTopic || c.keyless(t)
+	})
+	ask := slices.Clone(keyed)
+	if dlt != "" {
+		ask = append(ask, dlt)
+	}
+	if len(ask) == 0 || !c.compactedWarned.CompareAndSwap(false, true) {
 		return
 	}
-	settings, _, err := topicSettings(ctx, c.cl, []string{t}, "cleanup.policy")
+	settings, _, err := topicSettings(ctx, c.cl, ask, "cleanup.policy")
 	if err != nil {
-		c.dltWarned.Store(false) // asked again at the next preflight, if any
+		c.compactedWarned.Store(false) // asked again at the next preflight, if any
 		return
 	}
-	if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+	if policy := settings[dlt]["cleanup.policy"]; dlt != "" && compacted(policy) {
 		c.log.Warn("kafka: the dead-letter topic is compacted: it refuses a dead letter without a key (its input partition then stops, "+
 			"the record refused by every topic) and keeps only the last dead letter of each key; set cleanup.policy=delete on it",
-			"topic", t, "cleanup.policy", policy)
+			"topic", dlt, "cleanup.policy", policy)
+	}
+	for _, t := range keyed {
+		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+			c.log.Warn("kafka: an output topic is compacted: the gate keeps the record key on it, so it refuses an input record without a key "+
+				"(INVALID_RECORD: the record goes to the dead-letter topic) and keeps only the last record of each key; "+
+				"set cleanup.policy=delete on it unless every input record has a key and only the last of each is wanted",
+				"topic", t, "cleanup.policy", policy)
+		}
 	}
 }
 

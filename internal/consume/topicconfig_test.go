@@ -226,3 +226,47 @@ func TestPreflightWarnsOfACompactedDeadLetterTopic(t *testing.T) {
 		t.Errorf("the gate with a compacted dead-letter topic routed %d of 1", out.n)
 	}
 }
+
+// TestPreflightWarnsOfACompactedKeyedTopic: an output topic the gate keeps the record
+// key on (accepted always; overflow with GATE_OVERFLOW_KEEP_KEY) that is compacted
+// refuses an input record without a key (INVALID_RECORD: the record goes to the
+// dead-letter topic) and keeps only the last record of each key. Nothing said so at
+// start: only the once-a-minute line of records rerouted, once such a record came. The
+// preflight warns, naming the topic; the gate runs (input records with keys go there).
+func TestPreflightWarnsOfACompactedKeyedTopic(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, topic string
+		keyless     []string
+	}{
+		{"accepted", accTopic, []string{ovfTopic}},
+		{"overflow_keep_key", ovfTopic, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, 1)
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+			env.ccfg.KeylessTopics = c.keyless
+			env.ccfg.DeadLetterTopic = dlqTopic
+			logs := &syncBuffer{}
+			env.logs = logs
+			adm := kadm.NewClient(producer(t, env.cluster))
+			rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact")}}, c.topic)
+			if err == nil {
+				_, err = rs.On(c.topic, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := env.start(t, "a")
+			waitFor(t, 20*time.Second, "the warning naming the compacted topic", func() bool {
+				return strings.Contains(logs.String(), "refuses an input record without a key") && strings.Contains(logs.String(), `"topic":"`+c.topic+`"`)
+			})
+			waitFor(t, 20*time.Second, "ready: a warning, not a refusal", g.c.Ready)
+			produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-1")})
+			if out := collect(t, env.cluster, 1, 30*time.Second, 0); out.n != 1 {
+				t.Errorf("the gate with a compacted %s topic routed %d of 1", c.topic, out.n)
+			}
+		})
+	}
+}
