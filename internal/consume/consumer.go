@@ -97,8 +97,11 @@ type Consumer struct {
 	// checkRules asks the output watch for a check of the rule topics out of its
 	// schedule (checkRuleTopicsSoon).
 	checkRules chan struct{}
-	ready      atomic.Bool // has joined the group and holds an assignment (maybe empty)
-	closing    atomic.Bool // shutting down: revokes do not wait for in-flight records
+	// rereadTopics asks the output watch to read the topics' settings out of its
+	// schedule (rereadTopicsSoon).
+	rereadTopics chan struct{}
+	ready        atomic.Bool // has joined the group and holds an assignment (maybe empty)
+	closing      atomic.Bool // shutting down: revokes do not wait for in-flight records
 	// preflighted is set once the preflight has passed: until then it reports the topics
 	// missing, the rule topic watch waits (nothing is routed yet), and the consumer is
 	// not ready, though franz-go may have joined the group already.
@@ -251,6 +254,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 	}
 	c.retry.init()
 	c.checkRules = make(chan struct{}, 1)
+	c.rereadTopics = make(chan struct{}, 1)
 	c.initOutcomes()
 	c.produceCtx = context.Background()
 	c.promise = c.onProduced

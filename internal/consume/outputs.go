@@ -148,17 +148,23 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 	defer t.Stop()
 	limits := time.NewTicker(c.cfg.TopicConfigInterval)
 	defer limits.Stop()
+	reread := func() {
+		if cl := c.live.Load(); cl != nil && c.preflighted.Load() {
+			// After the preflight, which read them first.
+			rctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
+			c.rereadBatchLimits(rctx, cl)
+			cancel()
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-limits.C:
-			if cl := c.live.Load(); cl != nil && c.preflighted.Load() {
-				// After the preflight, which read them first.
-				rctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
-				c.rereadBatchLimits(rctx, cl)
-				cancel()
-			}
+			reread()
+			continue
+		case <-c.rereadTopics:
+			reread()
 			continue
 		case <-c.checkRules:
 			if cl := c.live.Load(); cl != nil && c.preflighted.Load() {

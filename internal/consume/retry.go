@@ -544,8 +544,24 @@ func (l *rerouteLog) allow(topic, reason string) (bool, int) {
 // otherwise only show in gate_records_rerouted_total.
 func (c *Consumer) logRerouted(topic string, err error) {
 	if ok, n := c.rerouteLog.allow(topic, errorName(err)); ok {
+		if c.keyless(topic) && (errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)) {
+			// Likely made compacted since the last read of its settings: read them now,
+			// so that the gate is not ready, the topic named (checkCompacted), within a
+			// round trip rather than at the next read, up to TopicConfigInterval later.
+			// Paced with the line: at most once a minute a topic.
+			c.rereadTopicsSoon()
+		}
 		c.log.Warn("kafka: an output topic refuses records for good; they go to the dead-letter topic (reason rejected, stripped of their value when the dead-letter topic refuses them; the topic and error in gate-error-detail): check the topic's settings if it goes on",
 			"topic", topic, "err", err, "records", n)
+	}
+}
+
+// rereadTopicsSoon asks the output watch to read the topics' settings again now
+// (rereadBatchLimits); a read already asked for is not asked again.
+func (c *Consumer) rereadTopicsSoon() {
+	select {
+	case c.rereadTopics <- struct{}{}:
+	default:
 	}
 }
 

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
 )
@@ -268,5 +271,53 @@ func TestPreflightWarnsOfACompactedKeyedTopic(t *testing.T) {
 				t.Errorf("the gate with a compacted %s topic routed %d of 1", c.topic, out.n)
 			}
 		})
+	}
+}
+
+// TestCompactedWhileRunningFoundAtTheFirstRefusal: an overflow topic made compacted
+// while the gate runs refuses its first keyless record (INVALID_RECORD), and the gate
+// reads the topics' settings at once: not ready, the topic named, without waiting for
+// the periodic read (an hour here; a minute by default). Before, the records went one
+// by one to the dead-letter topic with the gate ready until that read.
+func TestCompactedWhileRunningFoundAtTheFirstRefusal(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	env := newEnv(t, 1)
+	env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.TopicConfigInterval = time.Hour
+	adm := kadm.NewClient(producer(t, env.cluster))
+	setPolicy := func(p string) {
+		t.Helper()
+		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
+		if err == nil {
+			_, err = rs.On(ovfTopic, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	setPolicy("compact")
+	// kfake takes a record without a key on a compacted topic; Kafka refuses it.
+	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-1")
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+	})
+	if refused.Hits() == 0 {
+		t.Fatal("the overflow topic refused no produce: the test tests nothing")
+	}
+	refused.Remove()
+	setPolicy("delete")
+	out := collect(t, env.cluster, n, 30*time.Second, 200*time.Millisecond)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
 	}
 }
