@@ -85,6 +85,38 @@ func TestBrokerSettings(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte("1")}}})
 		waitOne(t, s.k, gt, s.n.Acc)
 	})
+
+	t.Run("overflow topic made compacted while the gate runs", func(t *testing.T) {
+		s := newScenario(t, kafkaOpts{}, 1, 1)
+		v := s.vars()
+		v["GATE_THRESHOLD"] = "1" // every record of team t after the first to overflow, without its key
+		gt := faulttest.StartGate(t, s.bin, "compacted", v)
+		waitReady(t, gt)
+		compact := "compact"
+		res, err := s.k.Admin.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &compact}}, s.n.Ovf)
+		if err := allOK(res, err, func(r kadm.AlterConfigsResponse) error { return r.Err }); err != nil {
+			t.Fatalf("making the overflow topic compacted: %v", err)
+		}
+		// The broker refuses a keyless record once its metadata has the change.
+		var recs []*kgo.Record
+		for i := range 5 {
+			recs = append(recs, &kgo.Record{Topic: s.n.In, Key: []byte("k"), Value: []byte(`{"team_id":"t"}`),
+				Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte(strconv.Itoa(i))}}})
+		}
+		produce(t, s.k, recs...)
+		out := waitOne(t, s.k, gt, s.n.Dlq)
+		if e, _ := faulttest.Header(out, "gate-error"); e != "rejected" {
+			t.Errorf("dead letter gate-error %q, want rejected", e)
+		}
+		detail, _ := faulttest.Header(out, "gate-error-detail")
+		t.Logf("dead letter gate-error-detail: %s", detail)
+		// Within a few round trips of that refusal, not at the gate's once-a-minute read
+		// of its topics' settings (up to a minute after it).
+		faulttest.WaitFor(t, 15*time.Second, "/readyz naming the compacted overflow topic", func() bool {
+			code, body := gt.Get(t, "/readyz")
+			return code == http.StatusServiceUnavailable && strings.Contains(body, `topic "`+s.n.Ovf+`": cleanup.policy=compact`)
+		})
+	})
 }
 
 // incompressible is n bytes of random base64 text.
