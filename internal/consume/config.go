@@ -257,7 +257,7 @@ type Config struct {
 	// the overflow topic unless GATE_OVERFLOW_KEEP_KEY. The rules' own topics, whose
 	// records drop the key as overflow ones do, count as keyless when the overflow topic
 	// (RuleTopics' fallback) is listed. A compacted one (cleanup.policy compact) refuses
-	// every such record, so the preflight reports it (keylessProblems).
+	// every such record, so the preflight reports it (readOutputSettings).
 	KeylessTopics []string
 	// RuleTopics, if set, is the watch of the rules' own topics (action topic:NAME),
 	// shared with the router: a produce to one that fails for want of the topic or the

@@ -173,9 +173,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	}
 	if len(found) == 0 {
 		// Before the first produce, which fixes a partition's batch limit in the client.
-		c.readBatchLimits(ctx, c.cl, topics[1:])
-		found = append(found, c.keylessProblems(ctx, topics[1:])...)
-		c.compactedWarnings(ctx, topics[1:])
+		found = append(found, c.readOutputSettings(ctx, topics[1:])...)
 	}
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()
@@ -269,23 +267,40 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	return found, transient, nil
 }
 
-// keylessProblems names each of topics that is compacted (cleanup.policy compact, or
-// compact,delete) while the gate writes records without a key to it (Config.KeylessTopics,
-// and the rules' own topics with them): Kafka refuses every such record
-// (INVALID_RECORD, "Compacted topic cannot accept message without key"). Unchecked, the
-// gate started ready and sent every overflow record to the dead-letter topic, retried
-// alone then dead-lettered alone, two round trips a record, with no line said. A topic
-// the gate may not describe (DESCRIBE_CONFIGS) is not checked.
-func (c *Consumer) keylessProblems(ctx context.Context, topics []string) []string {
-	var out []string
-	for _, p := range c.compactedProblems(ctx, c.cl, slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return !c.keyless(t) })) {
-		out = append(out, p.Problem)
+// readOutputSettings reads the max.message.bytes and cleanup.policy of topics (the
+// output and rule topics, but the outcomes topic: readBatchLimits) and of the dead-letter
+// topic in one request: it takes the batch limits, warns of the compacted topics the gate
+// keeps keys on (compactedWarnings), and returns a problem for each compacted one it
+// writes records without a key to. Kafka refuses every such record (INVALID_RECORD,
+// "Compacted topic cannot accept message without key"). Unchecked, the gate started
+// ready and sent every overflow record to the dead-letter topic, retried alone then
+// dead-lettered alone, two round trips a record, with no line said. A topic the gate may
+// not describe (DESCRIBE_CONFIGS) is not checked.
+func (c *Consumer) readOutputSettings(ctx context.Context, topics []string) []string {
+	ask := slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic })
+	if dlt := c.cfg.DeadLetterTopic; dlt != "" && !slices.Contains(ask, dlt) {
+		ask = append(ask, dlt)
 	}
-	return out
+	if len(ask) == 0 {
+		return nil
+	}
+	settings, errs, err := topicSettings(ctx, c.cl, ask, "max.message.bytes", "cleanup.policy")
+	c.mergeBatchLimits(intSetting(settings, "max.message.bytes"), errs, err)
+	if err != nil {
+		return nil
+	}
+	var found []string
+	for _, t := range ask {
+		if policy := settings[t]["cleanup.policy"]; c.keyless(t) && compacted(policy) {
+			found = append(found, compactedProblem(t, policy))
+		}
+	}
+	c.compactedWarnings(settings)
+	return found
 }
 
 // keyless reports that the gate writes records without a key to topic t
-// (keylessProblems).
+// (readOutputSettings).
 func (c *Consumer) keyless(t string) bool {
 	return slices.Contains(c.cfg.KeylessTopics, t) || c.rulesKeyless() && c.cfg.RuleTopics.Watched(t)
 }
@@ -298,7 +313,7 @@ func (c *Consumer) rulesKeyless() bool {
 }
 
 // compactedProblems names each of topics, written without keys, that is compacted
-// (keylessProblems), asking with cl.
+// (readOutputSettings), asking with cl.
 func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics []string) []*TopicError {
 	if len(topics) == 0 {
 		return nil
@@ -334,40 +349,28 @@ func compactedProblem(topic, policy string) string {
 		"set cleanup.policy=delete on the topic (or GATE_OVERFLOW_KEEP_KEY=true, if every input record has a key)", topic, policy)
 }
 
-// compactedWarnings warns, once a run, of each of topics (the output and rule topics)
-// that is compacted while the gate keeps the record key on it, and of a compacted
-// dead-letter topic, read in one request. Such a topic refuses a record without a key
+// compactedWarnings warns, once a run, of each topic of settings (the output and rule
+// topics' and the dead-letter topic's, readOutputSettings) that is compacted while the
+// gate keeps the record key on it. Such a topic refuses a record without a key
 // (INVALID_RECORD), and keeps only the last record of each key, a null value deleting
 // the others. An input record without a key, kept so, is refused: to the accepted or a
 // kept-key overflow topic it goes to dead letter; to the dead-letter topic, refused by
 // every topic, its partition then stops. Warnings, not refusals: input records that all
 // have keys are taken, and a gate that ran so must still start. The topics written
-// without keys are problems of their own (keylessProblems); a topic the gate may not
-// describe is not checked.
-func (c *Consumer) compactedWarnings(ctx context.Context, topics []string) {
-	dlt := c.cfg.DeadLetterTopic
-	keyed := slices.DeleteFunc(slices.Clone(topics), func(t string) bool {
-		return t == dlt || t == c.cfg.OutcomesTopic || c.keyless(t)
-	})
-	ask := slices.Clone(keyed)
-	if dlt != "" {
-		ask = append(ask, dlt)
-	}
-	if len(ask) == 0 || !c.compactedWarned.CompareAndSwap(false, true) {
+// without keys are problems of their own (readOutputSettings).
+func (c *Consumer) compactedWarnings(settings map[string]map[string]string) {
+	if !c.compactedWarned.CompareAndSwap(false, true) {
 		return
 	}
-	settings, _, err := topicSettings(ctx, c.cl, ask, "cleanup.policy")
-	if err != nil {
-		c.compactedWarned.Store(false) // asked again at the next preflight, if any
-		return
-	}
-	if policy := settings[dlt]["cleanup.policy"]; dlt != "" && compacted(policy) {
-		c.log.Warn("kafka: the dead-letter topic is compacted: it refuses a dead letter without a key (its input partition then stops, "+
-			"the record refused by every topic) and keeps only the last dead letter of each key; set cleanup.policy=delete on it",
-			"topic", dlt, "cleanup.policy", policy)
-	}
-	for _, t := range keyed {
-		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+	for _, t := range slices.Sorted(maps.Keys(settings)) {
+		policy := settings[t]["cleanup.policy"]
+		switch {
+		case !compacted(policy) || t == c.cfg.OutcomesTopic || c.keyless(t):
+		case t == c.cfg.DeadLetterTopic:
+			c.log.Warn("kafka: the dead-letter topic is compacted: it refuses a dead letter without a key (its input partition then stops, "+
+				"the record refused by every topic) and keeps only the last dead letter of each key; set cleanup.policy=delete on it",
+				"topic", t, "cleanup.policy", policy)
+		default:
 			c.log.Warn("kafka: an output topic is compacted: the gate keeps the record key on it, so it refuses an input record without a key "+
 				"(INVALID_RECORD: the record goes to the dead-letter topic) and keeps only the last record of each key; "+
 				"set cleanup.policy=delete on it unless every input record has a key and only the last of each is wanted",

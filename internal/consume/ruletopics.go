@@ -248,7 +248,7 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	c.readBatchLimits(ctx, cl, topics)
 	c.sayBatchLimitChanges(known, before)
 	if c.rulesKeyless() {
-		// A compacted one refuses every record of its rules (keylessProblems).
+		// A compacted one refuses every record of its rules (readOutputSettings).
 		if ps := c.compactedProblems(ctx, cl, topics); len(ps) > 0 {
 			for _, p := range ps {
 				errs = append(errs, p)

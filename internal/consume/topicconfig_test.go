@@ -2,8 +2,10 @@ package consume
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,5 +321,45 @@ func TestCompactedWhileRunningFoundAtTheFirstRefusal(t *testing.T) {
 	out := collect(t, env.cluster, n, 30*time.Second, 200*time.Millisecond)
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+	}
+}
+
+// TestPreflightReadsTopicSettingsInOneRequest: the preflight reads the output topics'
+// max.message.bytes and cleanup.policy (batch limits, compacted topics written without
+// keys, compacted topics warned of) in one DescribeConfigs request. Before, it sent
+// three, one after another: max.message.bytes, the overflow topic's cleanup.policy, then
+// the other topics' and the dead-letter topic's.
+func TestPreflightReadsTopicSettingsInOneRequest(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.DeadLetterTopic = dlqTopic
+	var mu sync.Mutex
+	var asked [][]string // the config names of each DescribeConfigs of topics
+	env.cluster.ControlKey(kmsg.DescribeConfigs.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		for _, r := range req.(*kmsg.DescribeConfigsRequest).Resources {
+			if r.ResourceType == kmsg.ConfigResourceTypeTopic {
+				mu.Lock()
+				asked = append(asked, slices.Sorted(slices.Values(r.ConfigNames)))
+				mu.Unlock()
+				break
+			}
+		}
+		return nil, nil, false
+	})
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 {
+		t.Fatal("no DescribeConfigs of topics at start: the test tests nothing")
+	}
+	for _, names := range asked {
+		if !slices.Equal(names, []string{"cleanup.policy", "max.message.bytes"}) {
+			t.Errorf("requests at start asked %v: want each to ask cleanup.policy and max.message.bytes together", asked)
+			break
+		}
 	}
 }
