@@ -312,29 +312,6 @@ func (c *Consumer) rulesKeyless() bool {
 	return w != nil && slices.Contains(c.cfg.KeylessTopics, w.Fallback())
 }
 
-// compactedProblems names each of topics, written without keys, that is compacted
-// (readOutputSettings), asking with cl.
-func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics []string) []*TopicError {
-	if len(topics) == 0 {
-		return nil
-	}
-	settings, errs, err := topicSettings(ctx, cl, topics, "cleanup.policy")
-	if err != nil {
-		c.log.Debug("kafka: could not read the output topics' cleanup.policy", "err", err)
-		return nil
-	}
-	for t, err := range errs {
-		c.log.Debug("kafka: could not read an output topic's cleanup.policy", "topic", t, "err", err)
-	}
-	var found []*TopicError
-	for _, t := range topics {
-		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
-			found = append(found, &TopicError{Topic: t, Kind: "compacted", Problem: compactedProblem(t, policy)})
-		}
-	}
-	return found
-}
-
 // compacted reports that a topic of cleanup.policy policy is compacted (compact, or
 // compact,delete).
 func compacted(policy string) bool {

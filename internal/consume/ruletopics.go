@@ -192,7 +192,7 @@ func (e *TopicError) Error() string { return e.Problem }
 // CheckTopics checks that each of topics exists and that the gate may write to it, as
 // preflight checks the gate's own topics: a rules reload naming a topic that fails is
 // refused (internal/gate). Topics that pass get their batch limits read, as the
-// preflight reads the gate's own (readBatchLimits), a change of a known one said. The
+// preflight reads the gate's own (readOutputSettings), a change of a known one said. The
 // error joins a *TopicError for every topic that fails, naming it and what to do; when
 // none is known to fail but the cluster could not be asked about some, it wraps
 // ErrUnasked instead.
@@ -245,18 +245,27 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		return !ok
 	})
 	before := c.batchLimitsOf(known)
-	c.readBatchLimits(ctx, cl, topics)
+	// With cleanup.policy in the same request when the rules' records have no key: a
+	// compacted topic refuses every one (readOutputSettings).
+	names := []string{"max.message.bytes"}
+	if c.rulesKeyless() {
+		names = append(names, "cleanup.policy")
+	}
+	var settings map[string]map[string]string
+	if ask := slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic }); len(ask) > 0 {
+		var readErrs map[string]error
+		settings, readErrs, err = topicSettings(ctx, cl, ask, names...)
+		c.mergeBatchLimits(intSetting(settings, "max.message.bytes"), readErrs, err)
+	}
 	c.sayBatchLimitChanges(known, before)
 	if c.rulesKeyless() {
-		// A compacted one refuses every record of its rules (readOutputSettings).
-		if ps := c.compactedProblems(ctx, cl, topics); len(ps) > 0 {
-			for _, p := range ps {
-				errs = append(errs, p)
+		for _, t := range topics {
+			if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+				errs = append(errs, &TopicError{Topic: t, Kind: "compacted", Problem: compactedProblem(t, policy)})
 			}
-			return errors.Join(errs...)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // topicIDs are topics' IDs as metadata answers gave them, safe for concurrent use: a

@@ -99,12 +99,17 @@ func TestCheckTopicsCompactedRuleTopic(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
+			asked := describedTopics(env)
 			err = c.CheckTopics(t.Context(), []string{audit})
 			switch {
 			case keepKey && err != nil:
 				t.Errorf("the records keep their key: %v, want nil", err)
 			case !keepKey && (err == nil || !strings.Contains(err.Error(), `topic "audit": cleanup.policy=compact`)):
 				t.Errorf("a compacted rule topic: %v, want a refusal naming it and cleanup.policy", err)
+			}
+			// One request, both settings: before, max.message.bytes then cleanup.policy.
+			if got := asked(); !keepKey && (len(got) != 1 || !slices.Equal(got[0], []string{"cleanup.policy", "max.message.bytes"})) {
+				t.Errorf("the check asked %v, want [[cleanup.policy max.message.bytes]]", got)
 			}
 		})
 	}
@@ -335,8 +340,26 @@ func TestPreflightReadsTopicSettingsInOneRequest(t *testing.T) {
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	env.ccfg.KeylessTopics = []string{ovfTopic}
 	env.ccfg.DeadLetterTopic = dlqTopic
+	described := describedTopics(env)
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	asked := described()
+	if len(asked) == 0 {
+		t.Fatal("no DescribeConfigs of topics at start: the test tests nothing")
+	}
+	for _, names := range asked {
+		if !slices.Equal(names, []string{"cleanup.policy", "max.message.bytes"}) {
+			t.Errorf("requests at start asked %v: want each to ask cleanup.policy and max.message.bytes together", asked)
+			break
+		}
+	}
+}
+
+// describedTopics records, from now on, the config names each DescribeConfigs request
+// of topics to env's cluster asks for, sorted; the function returns those so far.
+func describedTopics(env *gateEnv) func() [][]string {
 	var mu sync.Mutex
-	var asked [][]string // the config names of each DescribeConfigs of topics
+	var asked [][]string
 	env.cluster.ControlKey(kmsg.DescribeConfigs.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
 		for _, r := range req.(*kmsg.DescribeConfigsRequest).Resources {
@@ -349,17 +372,9 @@ func TestPreflightReadsTopicSettingsInOneRequest(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	g := env.start(t, "a")
-	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(asked) == 0 {
-		t.Fatal("no DescribeConfigs of topics at start: the test tests nothing")
-	}
-	for _, names := range asked {
-		if !slices.Equal(names, []string{"cleanup.policy", "max.message.bytes"}) {
-			t.Errorf("requests at start asked %v: want each to ask cleanup.policy and max.message.bytes together", asked)
-			break
-		}
+	return func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(asked)
 	}
 }
