@@ -268,7 +268,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 }
 
 // readOutputSettings reads the max.message.bytes and cleanup.policy of topics (the
-// output and rule topics, but the outcomes topic: readBatchLimits) and of the dead-letter
+// output and rule topics, not the outcomes topic: readBatchLimits) and of the dead-letter
 // topic in one request: it takes the batch limits, warns of the compacted topics the gate
 // keeps keys on (compactedWarnings), and returns a problem for each compacted one it
 // writes records without a key to. Kafka refuses every such record (INVALID_RECORD,
