@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
 )
@@ -24,27 +25,7 @@ import (
 // next read, without another edit.
 func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	acls := faulttest.GateNeeds{Input: "events", Group: "capture-gate", Outputs: []string{"events_accepted", "events_overflow", "events_dead_letter"}}.ACLs()
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"),
-		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
-		kfake.User("PLAIN", "gate", "gate-secret", acls...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	writeRules(t, path, teamRule)
-	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS":        strings.Join(kc.ListenAddrs(), ","),
-		"GATE_KAFKA_SASL_MECHANISM": "plain",
-		"GATE_KAFKA_SASL_USERNAME":  "gate",
-		"GATE_KAFKA_SASL_PASSWORD":  "gate-secret",
-		"GATE_REDIS_URLS":           srv.URL(),
-		"GATE_RULES_FILE":           path,
-	})
+	kc, cfg, path := mergesWithoutWrite(t, true)
 	checks := topicChecks(kc, "merges")
 	g, logs := startReloadingLogged(t, cfg, "reload-acl-test")
 	first := g.gen.Load()
@@ -111,27 +92,7 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 // and the edit is counted once.
 func TestRulesReloadRefusalSaidAgainWhenItsReasonChanges(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	acls := faulttest.GateNeeds{Input: "events", Group: "capture-gate", Outputs: []string{"events_accepted", "events_overflow", "events_dead_letter"}}.ACLs()
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter"),
-		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
-		kfake.User("PLAIN", "gate", "gate-secret", acls...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	writeRules(t, path, teamRule)
-	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS":        strings.Join(kc.ListenAddrs(), ","),
-		"GATE_KAFKA_SASL_MECHANISM": "plain",
-		"GATE_KAFKA_SASL_USERNAME":  "gate",
-		"GATE_KAFKA_SASL_PASSWORD":  "gate-secret",
-		"GATE_REDIS_URLS":           srv.URL(),
-		"GATE_RULES_FILE":           path,
-	})
+	kc, cfg, path := mergesWithoutWrite(t, false)
 	checks := topicChecks(kc, "merges")
 	g, logs := startReloadingLogged(t, cfg, "reload-reason-test")
 	first := g.gen.Load()
@@ -176,4 +137,38 @@ func TestRulesReloadRefusalSaidAgainWhenItsReasonChanges(t *testing.T) {
 	if v := gaugeValue(t, g, "gate_rules_file_valid"); v != 0 {
 		t.Errorf("gate_rules_file_valid %v while the edit is refused, want 0", v)
 	}
+}
+
+// mergesWithoutWrite starts a broker with ACLs on which the gate's principal has what it
+// needs and may DESCRIBE the topic merges but not WRITE it (created when exists), and a
+// redis-server; it returns the gate's configuration, whose rules file at path holds
+// teamRule.
+func mergesWithoutWrite(t *testing.T, exists bool) (*kfake.Cluster, config.Config, string) {
+	t.Helper()
+	srv := redistest.Start(t)
+	acls := faulttest.GateNeeds{Input: "events", Group: "capture-gate", Outputs: []string{"events_accepted", "events_overflow", "events_dead_letter"}}.ACLs()
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
+	topics := []string{"events", "events_accepted", "events_overflow", "events_dead_letter"}
+	if exists {
+		topics = append(topics, "merges")
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, topics...),
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "gate", "gate-secret", acls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, teamRule)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS":        strings.Join(kc.ListenAddrs(), ","),
+		"GATE_KAFKA_SASL_MECHANISM": "plain",
+		"GATE_KAFKA_SASL_USERNAME":  "gate",
+		"GATE_KAFKA_SASL_PASSWORD":  "gate-secret",
+		"GATE_REDIS_URLS":           srv.URL(),
+		"GATE_RULES_FILE":           path,
+	})
+	return kc, cfg, path
 }

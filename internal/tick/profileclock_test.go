@@ -28,11 +28,7 @@ func TestProfilesNotWrittenWithTheClockOff(t *testing.T) {
 	g.tk.log = slog.New(slog.NewTextHandler(logs, nil))
 	now := clk.Now()
 	const team = "steady"
-	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
-	v, _ := stored.MarshalBinary()
-	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
+	stored := storeProfileFoldedTwoDaysAgo(t, srv, g, team, now)
 	g.tk.clockCheck.wall = &lateAnswerClock{off: 48 * time.Hour}
 	g.tk.checkClock(context.Background())
 	tick := 15 * time.Second
@@ -50,4 +46,16 @@ func TestProfilesNotWrittenWithTheClockOff(t *testing.T) {
 	if !strings.Contains(logs.buf.String(), "learned profiles it folds are not written") {
 		t.Errorf("the withheld profiles are not said; log:\n%s", logs.buf.String())
 	}
+}
+
+// storeProfileFoldedTwoDaysAgo stores team's learned profile as a fleet left it, last folded two
+// days before now (a day of windows, level 300 a minute), and returns it.
+func storeProfileFoldedTwoDaysAgo(t *testing.T, srv *redistest.Server, g *gate, team string, now time.Time) spike.Profile {
+	t.Helper()
+	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
+	v, _ := stored.MarshalBinary()
+	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return stored
 }

@@ -31,11 +31,7 @@ func TestProfilesNotWrittenBeforeTheFirstClockCheck(t *testing.T) {
 	g := newGate(t, clk, lc, Config{TickInterval: 200 * time.Millisecond}, srv)
 	now := clk.Now()
 	const team = "steady"
-	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
-	v, _ := stored.MarshalBinary()
-	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
+	stored := storeProfileFoldedTwoDaysAgo(t, srv, g, team, now)
 	g.tk.clockCheck.measured = false // as New leaves it: Run's checks measure it
 	g.tk.clockCheck.wall = &lateAnswerClock{off: 48 * time.Hour}
 	g.l.CheckAt(now, team, 5)
@@ -73,11 +69,7 @@ func TestProfilesNotWrittenWhileTheFirstClockCheckUnanswered(t *testing.T) {
 	g.tk.log = slog.New(slog.NewTextHandler(logs, nil))
 	now := clk.Now()
 	const team = "steady"
-	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
-	v, _ := stored.MarshalBinary()
-	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
+	stored := storeProfileFoldedTwoDaysAgo(t, srv, g, team, now)
 	g.tk.clockCheck.wall = &lateAnswerClock{off: 48 * time.Hour}
 	srv.Pause(t)
 	g.tk.checkClock(stallCtx(context.Background(), t)) // Run's first check: no answer
@@ -133,11 +125,7 @@ func TestProfilesWrittenWithTIMERefused(t *testing.T) {
 	}
 	now := clk.Now()
 	const team = "steady"
-	stored := spike.Profile{Epoch: g.l.Epoch(now.Add(-48 * time.Hour)), Windows: 1440, Level: 300}
-	v, _ := stored.MarshalBinary()
-	if err := srv.Client(t).Set(context.Background(), ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
+	stored := storeProfileFoldedTwoDaysAgo(t, srv, g, team, now)
 	g.tk.checkClock(context.Background())
 	if g.tk.clockCheck.measured || !g.tk.clockCheck.refused {
 		t.Fatalf("clock check with TIME refused: measured %v, refused %v; want refused", g.tk.clockCheck.measured, g.tk.clockCheck.refused)
