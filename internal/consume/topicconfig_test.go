@@ -186,17 +186,7 @@ func TestCompactedWhileRunning(t *testing.T) {
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	env.ccfg.KeylessTopics = []string{ovfTopic}
 	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
-	adm := kadm.NewClient(producer(t, env.cluster))
-	setPolicy := func(p string) {
-		t.Helper()
-		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
-		if err == nil {
-			_, err = rs.On(ovfTopic, nil)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setPolicy := overflowPolicySetter(t, env)
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
 	setPolicy("compact")
@@ -294,17 +284,7 @@ func TestCompactedWhileRunningFoundAtTheFirstRefusal(t *testing.T) {
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	env.ccfg.KeylessTopics = []string{ovfTopic}
 	env.ccfg.TopicConfigInterval = time.Hour
-	adm := kadm.NewClient(producer(t, env.cluster))
-	setPolicy := func(p string) {
-		t.Helper()
-		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
-		if err == nil {
-			_, err = rs.On(ovfTopic, nil)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setPolicy := overflowPolicySetter(t, env)
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
 	setPolicy("compact")
@@ -376,5 +356,21 @@ func describedTopics(env *gateEnv) func() [][]string {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(asked)
+	}
+}
+
+// overflowPolicySetter returns a function that sets the overflow topic's cleanup.policy
+// on env's cluster, as an operator's kafka-configs.sh does.
+func overflowPolicySetter(t *testing.T, env *gateEnv) func(policy string) {
+	adm := kadm.NewClient(producer(t, env.cluster))
+	return func(p string) {
+		t.Helper()
+		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
+		if err == nil {
+			_, err = rs.On(ovfTopic, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
