@@ -15,9 +15,9 @@ import (
 
 // readyzReasonFuncs are, per package, the functions that build /readyz's reasons other
 // than through a reason sink (readyzSinks): each string they append, put in a []string
-// literal, store in a map or return (when they return one string) is a reason.
+// literal, store in a map or return (when they return only strings, the last) is a reason.
 var readyzReasonFuncs = map[string][]string{
-	"internal/consume":   {"NotReady", "stallProblem", "awaitPreflight", "preflight", "diagnoseOutputs", "retriedProblems", "compactedProblem", "plainListener"},
+	"internal/consume":   {"NotReady", "stallProblem", "awaitPreflight", "preflight", "diagnoseOutputs", "retriedProblems", "compactedProblem", "topicProblemKind", "plainListener"},
 	"internal/gate":      {"OverridesNotReady"},
 	"internal/endpoints": {"waiting", "shutdownReasons"},
 }
@@ -157,8 +157,10 @@ func readyzReasons(t *testing.T, dir string, funcs []string) []string {
 						keep(r.samples(fd, n.Rhs[0], 0))
 					}
 				case *ast.ReturnStmt:
-					if reasonFunc && len(n.Results) == 1 && returnsString(fd) {
-						keep(r.samples(fd, n.Results[0], 0))
+					// The last of a function's string results: topicProblemKind's
+					// (kind, problem).
+					if reasonFunc && len(n.Results) > 0 && returnsStrings(fd) {
+						keep(r.samples(fd, n.Results[len(n.Results)-1], 0))
 					}
 				}
 				return true
@@ -171,6 +173,20 @@ func readyzReasons(t *testing.T, dir string, funcs []string) []string {
 // reasonReader turns a string expression into the texts it may have, X standing for
 // any value.
 type reasonReader struct{ decls map[string][]*ast.FuncDecl }
+
+// returnsStrings reports whether fd's results are all strings (one or more, named or not).
+func returnsStrings(fd *ast.FuncDecl) bool {
+	res := fd.Type.Results
+	if res == nil || len(res.List) == 0 {
+		return false
+	}
+	for _, f := range res.List {
+		if id, ok := f.Type.(*ast.Ident); !ok || id.Name != "string" {
+			return false
+		}
+	}
+	return true
+}
 
 func returnsString(fd *ast.FuncDecl) bool {
 	res := fd.Type.Results
