@@ -116,6 +116,25 @@ func (c *Cluster) Owner(t testing.TB, key string) *Server {
 	return nil
 }
 
+// Promoted returns the replica that has taken over as a primary (ROLE master), waiting up
+// to topologyTimeout for one: after a primary is stopped, its replica's promotion.
+func (c *Cluster) Promoted(t testing.TB) *Server {
+	t.Helper()
+	for deadline := time.Now().Add(topologyTimeout); ; time.Sleep(50 * time.Millisecond) {
+		for _, r := range c.Replicas {
+			if !r.running() {
+				continue
+			}
+			if role, _ := r.Client(t).Do(context.Background(), "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: no replica promoted within %s", topologyTimeout)
+		}
+	}
+}
+
 // MoveEmptySlot gives the slot of key, which must hold no key, from its owner to the
 // primary to, and returns once every running primary names to as its owner.
 //

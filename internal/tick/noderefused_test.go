@@ -100,23 +100,8 @@ func TestClusterNodeRefusingWritesIsItsOwn(t *testing.T) {
 // primary's series are there at zero from the first tick.
 func TestClusterErrorsNameTheNode(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t, 3, 1)
-	cc, err := DialCluster(cl.URLs(), RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &logBuffer{}
-	clk := clock.NewFake(epochStart)
-	reg := prometheus.NewRegistry()
-	l, err := limit.New(limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, clk, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(l, []redis.UniversalClient{cc}, Config{Mode: ModeCluster}, reg, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
+	cl, l, tk, clk := clusterTicker(t, logs)
 	ctx := context.Background()
 	tickUntil := func(what string, done func() bool) {
 		t.Helper()
@@ -149,21 +134,7 @@ func TestClusterErrorsNameTheNode(t *testing.T) {
 
 	// The full primary dies; its replica takes over and refuses writes in turn.
 	full.Stop(t)
-	var promoted *redistest.Server
-	replicas := make([]*redis.Client, len(cl.Replicas))
-	for i, r := range cl.Replicas {
-		replicas[i] = r.Client(t)
-	}
-	for deadline := time.Now().Add(30 * time.Second); promoted == nil; time.Sleep(50 * time.Millisecond) {
-		for i, c := range replicas {
-			if role, _ := c.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
-				promoted = cl.Replicas[i]
-			}
-		}
-		if promoted == nil && time.Now().After(deadline) {
-			t.Fatal("no replica promoted within 30 s of the full primary's death")
-		}
-	}
+	promoted := cl.Promoted(t)
 	fillUp(t, promoted)
 	tickUntil("the promoted primary named", func() bool { return errorSeries(t, tk)[[2]string{"oom", promoted.Addr()}] > 0 })
 	for k := range errorSeries(t, tk) {
@@ -171,6 +142,30 @@ func TestClusterErrorsNameTheNode(t *testing.T) {
 			t.Errorf("gate_limiter_errors_total{cause=%q,redis_instance=%q} kept for a node gone from the cluster", k[0], k[1])
 		}
 	}
+}
+
+// clusterTicker starts a cluster of three primaries with a replica each, and a limiter
+// (a minute's window, 100, every count written each tick) and its ticker on it in cluster
+// mode, logging to logs.
+func clusterTicker(t *testing.T, logs *logBuffer) (*redistest.Cluster, *limit.Limiter, *Ticker, *clock.Fake) {
+	t.Helper()
+	cl := redistest.StartCluster(t, 3, 1)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	clk := clock.NewFake(epochStart)
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{cc}, Config{Mode: ModeCluster}, reg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, l, tk, clk
 }
 
 // fillUp makes the cluster primary s refuse writes as full (OOM under noeviction);
@@ -218,22 +213,7 @@ func errorSeries(t *testing.T, tk *Ticker) map[[2]string]float64 {
 // promoted one's come.
 func TestClusterPipelineAndEvictionsNameTheNode(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t, 3, 1)
-	cc, err := DialCluster(cl.URLs(), RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	clk := clock.NewFake(epochStart)
-	reg := prometheus.NewRegistry()
-	l, err := limit.New(limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, clk, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(l, []redis.UniversalClient{cc}, Config{Mode: ModeCluster}, reg, slog.New(slog.NewTextHandler(&logBuffer{}, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, l, tk, clk := clusterTicker(t, &logBuffer{})
 	wall := clock.NewFake(time.Now())
 	tk.clockCheck.wall = wall
 	ctx := context.Background()
@@ -300,17 +280,7 @@ func TestClusterPipelineAndEvictionsNameTheNode(t *testing.T) {
 
 	// The evicting primary dies; its replica takes over.
 	evicting.Stop(t)
-	var promoted string
-	for deadline := time.Now().Add(30 * time.Second); promoted == ""; time.Sleep(50 * time.Millisecond) {
-		for _, r := range cl.Replicas {
-			if role, _ := r.Client(t).Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
-				promoted = r.Addr()
-			}
-		}
-		if promoted == "" && time.Now().After(deadline) {
-			t.Fatal("no replica promoted within 30 s of the primary's death")
-		}
-	}
+	promoted := cl.Promoted(t).Addr()
 	tickUntil("the promoted primary's pipeline timed, the dead one's series gone", func() bool {
 		s := seriesOf(t, tk.m.pipelineDur)
 		_, dead := s[evicting.Addr()]
