@@ -31,16 +31,8 @@ func TestOutputTopicBatchLimit(t *testing.T) {
 	env.ccfg.ProduceRetries = 0
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	prod := producer(t, env.cluster)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	limit := "4096" // some forty records of the test's
-	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, accTopic)
-	if err == nil {
-		_, err = resp.On(accTopic, nil)
-	}
-	if err != nil {
-		t.Fatalf("setting %s's max.message.bytes: %v", accTopic, err)
-	}
+	setTopicConfig(t, env.cluster, "max.message.bytes", limit, accTopic)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -76,22 +68,8 @@ func TestStrippedDeadLetterWithinDeadLetterTopicLimit(t *testing.T) {
 	env := newEnv(t, 1)
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	prod := producer(t, env.cluster)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	accLimit, dlqLimit := "4096", "2048"
-	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &accLimit}}, accTopic)
-	if err == nil {
-		_, err = resp.On(accTopic, nil)
-	}
-	if err == nil {
-		resp, err = kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &dlqLimit}}, dlqTopic)
-	}
-	if err == nil {
-		_, err = resp.On(dlqTopic, nil)
-	}
-	if err != nil {
-		t.Fatalf("setting max.message.bytes: %v", err)
-	}
+	setTopicConfig(t, env.cluster, "max.message.bytes", "4096", accTopic)
+	setTopicConfig(t, env.cluster, "max.message.bytes", "2048", dlqTopic)
 	big := inputRecord(1, "team-big")
 	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
 	for i := range 20 {
@@ -204,18 +182,9 @@ func TestOutputTopicBatchLimitChangeSaid(t *testing.T) {
 		return nil, nil, false
 	})
 	prod := producer(t, env.cluster)
-	adm := kadm.NewClient(prod)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	setLimit := func(v string) {
 		t.Helper()
-		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, accTopic)
-		if err == nil {
-			_, err = resp.On(accTopic, nil)
-		}
-		if err != nil {
-			t.Fatalf("setting %s's max.message.bytes to %s: %v", accTopic, v, err)
-		}
+		setTopicConfig(t, env.cluster, "max.message.bytes", v, accTopic)
 	}
 	changed := func() []string {
 		var out []string
@@ -271,13 +240,7 @@ func TestRecordAtOutputTopicLimitDelivered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v := strconv.Itoa(limit)
-	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, accTopic)
-	if err == nil {
-		_, err = resp.On(accTopic, nil)
-	}
-	if err != nil {
-		t.Fatalf("setting %s's max.message.bytes: %v", accTopic, err)
-	}
+	setTopicConfig(t, env.cluster, "max.message.bytes", v, accTopic)
 	// sized returns input record id whose batch alone is size bytes as the broker counts
 	// it against max.message.bytes: the 61 bytes of a batch's header and the record.
 	// Padded with random letters, as large compressed.
@@ -372,13 +335,7 @@ func TestRuleTopicBatchLimitChangeSaidAfterReload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	big := "16384"
-	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, merges)
-	if err == nil {
-		_, err = resp.On(merges, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	setTopicConfig(t, env.cluster, "max.message.bytes", big, merges)
 	if err := g.c.CheckTopics(ctx, []string{merges}); err != nil { // a rules reload's check
 		t.Fatal(err)
 	}

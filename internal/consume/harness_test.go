@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -527,4 +528,19 @@ func produceToPartition0(t *testing.T, c *kfake.Cluster, r *kgo.Record, opts ...
 	defer prod.Close()
 	r.Partition = 0
 	produceAll(t, prod, []*kgo.Record{r})
+}
+
+// setTopicConfig sets config name to value on each of topics of cl, as an operator's
+// kafka-configs.sh --alter does, and fails the test unless every topic took it.
+func setTopicConfig(t testing.TB, cl *kfake.Cluster, name, value string, topics ...string) {
+	t.Helper()
+	resp, err := kadm.NewClient(producer(t, cl)).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: name, Value: kadm.StringPtr(value)}}, topics...)
+	for _, topic := range topics {
+		if err == nil {
+			_, err = resp.On(topic, nil)
+		}
+	}
+	if err != nil {
+		t.Fatalf("setting %s to %s on %v: %v", name, value, topics, err)
+	}
 }

@@ -1,14 +1,12 @@
 package consume
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,19 +21,8 @@ func TestStrippedDeadLetterCountedOnce(t *testing.T) {
 	env := newEnv(t, 1)
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	prod := producer(t, env.cluster)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	v := "4096"
-	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, accTopic, dlqTopic)
-	if err == nil {
-		_, err = resp.On(accTopic, nil)
-	}
-	if err == nil {
-		_, err = resp.On(dlqTopic, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	setTopicConfig(t, env.cluster, "max.message.bytes", v, accTopic, dlqTopic)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "t")

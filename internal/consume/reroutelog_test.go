@@ -1,13 +1,11 @@
 package consume
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,16 +26,8 @@ func TestReroutedToDeadLetterSaid(t *testing.T) {
 			logs := &syncBuffer{}
 			env.logs = logs
 			prod := producer(t, env.cluster)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			v := "4096"
-			resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, accTopic)
-			if err == nil {
-				_, err = resp.On(accTopic, nil)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			setTopicConfig(t, env.cluster, "max.message.bytes", v, accTopic)
 			recs := make([]*kgo.Record, n)
 			for id := range recs {
 				recs[id] = inputRecord(id, "t")

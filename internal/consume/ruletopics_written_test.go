@@ -1,14 +1,12 @@
 package consume
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -33,11 +31,8 @@ func TestRetiredStartRuleTopicNotWritten(t *testing.T) {
 		describes.Add(1)
 		return nil, nil, false
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	g, w, prod := startOnSmallRuleTopic(t, env, merges)
+	g, w, _ := startOnSmallRuleTopic(t, env, merges)
 	defer g.stop(t)
-	adm := kadm.NewClient(prod)
 
 	// Marked missing (its WRITE ACL revoked, say): not one of the topics written.
 	w.SetMissing(merges, true)
@@ -50,14 +45,7 @@ func TestRetiredStartRuleTopicNotWritten(t *testing.T) {
 	if got := g.c.writtenTopics(); slices.Contains(got, merges) {
 		t.Errorf("written topics %v with %s no rule's any more, want it left out", got, merges)
 	}
-	v := "8192"
-	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, merges)
-	if err == nil {
-		_, err = resp.On(merges, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	setTopicConfig(t, env.cluster, "max.message.bytes", "8192", merges)
 	n := describes.Load()
 	waitFor(t, 20*time.Second, "the topics' limits read again", func() bool { return describes.Load() >= n+3 })
 	for l := range strings.SplitSeq(logs.String(), "\n") {

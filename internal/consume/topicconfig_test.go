@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,18 +36,7 @@ func TestPreflightCompactedKeylessTopic(t *testing.T) {
 				env.ccfg.KeylessTopics = []string{ovfTopic}
 			}
 			env.ccfg.PreflightInterval = 100 * time.Millisecond
-			adm := kadm.NewClient(producer(t, env.cluster))
-			setPolicy := func(p string) {
-				t.Helper()
-				rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
-				if err == nil {
-					_, err = rs.On(ovfTopic, nil)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			setPolicy("compact")
+			setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
 			recs := make([]*kgo.Record, n)
 			for id := range recs {
 				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -67,7 +54,7 @@ func TestPreflightCompactedKeylessTopic(t *testing.T) {
 			if gi := env.cluster.GroupInfo(testGroup); gi != nil && len(gi.Commits[inTopic]) > 0 {
 				t.Errorf("committed %v before the topics were checked", gi.Commits[inTopic])
 			}
-			setPolicy("delete")
+			setTopicConfig(t, env.cluster, "cleanup.policy", "delete", ovfTopic)
 			waitFor(t, 20*time.Second, "ready once the topic is not compacted", g.c.Ready)
 			out := collect(t, env.cluster, n, 30*time.Second, 200*time.Millisecond)
 			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
@@ -123,14 +110,7 @@ func TestCheckTopicsCompactedRuleTopic(t *testing.T) {
 func TestDiagnoseOutputsMinInsyncAboveReplicas(t *testing.T) {
 	env := newEnv(t, 1)
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
-	adm := kadm.NewClient(producer(t, env.cluster))
-	rs, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kadm.StringPtr("2")}}, accTopic)
-	if err == nil {
-		_, err = rs.On(accTopic, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	setTopicConfig(t, env.cluster, "min.insync.replicas", "2", accTopic)
 	c, err := New(env.ccfg, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -186,14 +166,13 @@ func TestCompactedWhileRunning(t *testing.T) {
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	env.ccfg.KeylessTopics = []string{ovfTopic}
 	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
-	setPolicy := overflowPolicySetter(t, env)
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	setPolicy("compact")
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
 	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
 		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
 	})
-	setPolicy("delete")
+	setTopicConfig(t, env.cluster, "cleanup.policy", "delete", ovfTopic)
 	waitFor(t, 20*time.Second, "ready once the topic is not compacted", g.c.Ready)
 }
 
@@ -209,14 +188,7 @@ func TestPreflightWarnsOfACompactedDeadLetterTopic(t *testing.T) {
 	env.ccfg.DeadLetterTopic = dlqTopic
 	logs := &syncBuffer{}
 	env.logs = logs
-	adm := kadm.NewClient(producer(t, env.cluster))
-	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact")}}, dlqTopic)
-	if err == nil {
-		_, err = rs.On(dlqTopic, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", dlqTopic)
 	env.start(t, "a")
 	waitFor(t, 20*time.Second, "a warning of the compacted dead-letter topic", func() bool {
 		return strings.Contains(logs.String(), "the dead-letter topic is compacted") && strings.Contains(logs.String(), `"topic":"`+dlqTopic+`"`)
@@ -250,14 +222,7 @@ func TestPreflightWarnsOfACompactedKeyedTopic(t *testing.T) {
 			env.ccfg.DeadLetterTopic = dlqTopic
 			logs := &syncBuffer{}
 			env.logs = logs
-			adm := kadm.NewClient(producer(t, env.cluster))
-			rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact")}}, c.topic)
-			if err == nil {
-				_, err = rs.On(c.topic, nil)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			setTopicConfig(t, env.cluster, "cleanup.policy", "compact", c.topic)
 			g := env.start(t, "a")
 			waitFor(t, 20*time.Second, "the warning naming the compacted topic", func() bool {
 				return strings.Contains(logs.String(), "refuses an input record without a key") && strings.Contains(logs.String(), `"topic":"`+c.topic+`"`)
@@ -284,10 +249,9 @@ func TestCompactedWhileRunningFoundAtTheFirstRefusal(t *testing.T) {
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	env.ccfg.KeylessTopics = []string{ovfTopic}
 	env.ccfg.TopicConfigInterval = time.Hour
-	setPolicy := overflowPolicySetter(t, env)
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	setPolicy("compact")
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
 	// kfake takes a record without a key on a compacted topic; Kafka refuses it.
 	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
 	recs := make([]*kgo.Record, n)
@@ -302,7 +266,7 @@ func TestCompactedWhileRunningFoundAtTheFirstRefusal(t *testing.T) {
 		t.Fatal("the overflow topic refused no produce: the test tests nothing")
 	}
 	refused.Remove()
-	setPolicy("delete")
+	setTopicConfig(t, env.cluster, "cleanup.policy", "delete", ovfTopic)
 	out := collect(t, env.cluster, n, 30*time.Second, 200*time.Millisecond)
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
@@ -356,21 +320,5 @@ func describedTopics(env *gateEnv) func() [][]string {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(asked)
-	}
-}
-
-// overflowPolicySetter returns a function that sets the overflow topic's cleanup.policy
-// on env's cluster, as an operator's kafka-configs.sh does.
-func overflowPolicySetter(t *testing.T, env *gateEnv) func(policy string) {
-	adm := kadm.NewClient(producer(t, env.cluster))
-	return func(p string) {
-		t.Helper()
-		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
-		if err == nil {
-			_, err = rs.On(ovfTopic, nil)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }

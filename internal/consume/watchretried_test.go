@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,13 +28,7 @@ func TestOutputWatchSeesRecordsAwaitingTheGatesRetry(t *testing.T) {
 	env.ccfg.WatchInterval = 300 * time.Millisecond
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	prod := producer(t, env.cluster)
-	rs, err := kadm.NewClient(prod).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kadm.StringPtr("2")}}, accTopic)
-	if err == nil {
-		_, err = rs.On(accTopic, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	setTopicConfig(t, env.cluster, "min.insync.replicas", "2", accTopic)
 	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
 	g := env.start(t, "a")
 	recs := make([]*kgo.Record, n)
