@@ -23,6 +23,9 @@ const (
 	oneRule  = "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
 	twoRules = "rules:\n  - {name: user, key: json:team_id+distinct_id, limits: [1m:10]}\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
 	badRule  = "rules:\n  - {name: team, key: json:team_id, limits: [1m:zero]}\n"
+	// withMerges is oneRule and a rule sending to the topic merges, which a check of the
+	// rules' topics looks at.
+	withMerges = oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"
 )
 
 // A good edit is taken up at the next check after the interval; a bad edit or a removed
@@ -164,8 +167,7 @@ func TestReloaderCheckRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withTopic := oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"
-	if err := os.WriteFile(path, []byte(withTopic), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -213,7 +215,7 @@ func TestReloaderCheckCutShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r.CheckNow(ctx) || len(r.Current().Rules) != 1 {
@@ -247,7 +249,7 @@ func TestReloaderCheckRefusalOncePerEdit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -281,8 +283,7 @@ func TestReloaderCheckUnanswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withTopic := oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"
-	if err := os.WriteFile(path, []byte(withTopic), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -339,7 +340,7 @@ func TestReloaderFixedFileUncheckedNotInvalid(t *testing.T) {
 	}
 
 	answer = fmt.Errorf("%w: checking the rule topics merges: metadata: context deadline exceeded", ErrUnchecked)
-	write(oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	write(withMerges)
 	for range 3 {
 		if r.CheckNow(t.Context()) || len(r.Current().Rules) != 1 {
 			t.Fatal("a set whose check could not be made was put in use")
@@ -510,7 +511,7 @@ func TestReloaderRefusedEditStaysRefusedWhileUnanswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
@@ -606,7 +607,7 @@ func TestReloaderCheckRefusalOncePerKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"missing", "missing", "write refused", "write refused", "missing", "write refused"} {
