@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -144,9 +143,9 @@ func TestClusterErrorsNameTheNode(t *testing.T) {
 	}
 }
 
-// clusterTicker starts a cluster of three primaries with a replica each, and a limiter
-// (a minute's window, 100, every count written each tick) and its ticker on it in cluster
-// mode, logging to logs.
+// clusterTicker starts a cluster of three primaries with a replica each, and a gate
+// (newTopologyGate: a minute's window, 100, every count written each tick) on it in
+// cluster mode, its ticker logging to logs.
 func clusterTicker(t *testing.T, logs *logBuffer) (*redistest.Cluster, *limit.Limiter, *Ticker, *clock.Fake) {
 	t.Helper()
 	cl := redistest.StartCluster(t, 3, 1)
@@ -154,18 +153,10 @@ func clusterTicker(t *testing.T, logs *logBuffer) (*redistest.Cluster, *limit.Li
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cc.Close() })
 	clk := clock.NewFake(epochStart)
-	reg := prometheus.NewRegistry()
-	l, err := limit.New(limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, clk, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(l, []redis.UniversalClient{cc}, Config{Mode: ModeCluster}, reg, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl, l, tk, clk
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, Config{Mode: ModeCluster}, cc)
+	g.tk.log = slog.New(slog.NewTextHandler(logs, nil))
+	return cl, g.l, g.tk, clk
 }
 
 // fillUp makes the cluster primary s refuse writes as full (OOM under noeviction);
