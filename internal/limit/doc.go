@@ -28,7 +28,8 @@
 //     their own.
 //   - Memory is bounded: at most Capacity teams are cached; the least recently seen of a
 //     small sample is evicted when a shard is full, and teams not seen for IdleTimeout are
-//     expired by the sweep. A team that could be over its limit (at half its threshold or
+//     expired by the sweep, up to a second later (never earlier: seen is kept in whole
+//     seconds). A team that could be over its limit (at half its threshold or
 //     more, or held) is never evicted: when every team a full shard looks at is one, the
 //     cache grows past Capacity, by at most 2 × a window's records ÷ the threshold. Nor is
 //     it expired idle while a read has it there: under a window longer than IdleTimeout

@@ -366,7 +366,7 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 	// A window's entry is needed while partitions are in that window, and as the seed of
 	// the next window's: two windows idle is plenty, and keeps at most a few windows of
 	// each team cached.
-	idleSecs := uint32(max(min(l.cfg.IdleTimeout, 2*l.cfg.Window)/time.Second, 2))
+	idleSecs := idleSeconds(max(min(l.cfg.IdleTimeout, 2*l.cfg.Window), 2*time.Second))
 	liveSecs := uint32(max(l.cfg.SyncInterval/2/time.Second, 2))
 	rp := l.readPolicy()
 	// The windows' tables by epoch: a team is counted in the tiers once, in its newest

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -100,5 +101,44 @@ func TestEventIdleExpiryKeepsATeamOverItsLimit(t *testing.T) {
 	}
 	if expired != 1 {
 		t.Errorf("expired %d entries, want 1 (b, 1 of 1000, idle past the idle timeout)", expired)
+	}
+}
+
+// TestIdleExpiryNeverEarly: a team idle for less than the idle timeout stays cached. The
+// cache notes when a team was seen in whole seconds, so a team seen late in a second and
+// swept early in a later one was taken for a second more idle: at a 1 s timeout it was
+// expired after 100 ms, and its next record met as first contact.
+func TestIdleExpiryNeverEarly(t *testing.T) {
+	for _, clk := range []Clock{WallClock, EventClock} {
+		// The event clock keeps a window's entry at least 2 s (sweepEvent).
+		for _, idle := range []time.Duration{time.Second, 3 * time.Second} {
+			t.Run(fmt.Sprintf("%s/%v", clk, idle), func(t *testing.T) {
+				l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 1000, IdleTimeout: idle, Clock: clk})
+				seen := at(900 * time.Millisecond)
+				if clk == EventClock {
+					l.CheckEventAt(seen, seen, "a", 1)
+				} else {
+					l.CheckAt(seen, "a", 1)
+				}
+				var expired int
+				for _, d := range []time.Duration{0, 500 * time.Millisecond, 899 * time.Millisecond} {
+					now := seen.Add(idle - 900*time.Millisecond + d)
+					expired += sweep(t, l, now).Expired
+					// cached looks in the wall clock's cache; an event window's entry is
+					// in its window's table, its expiry counted all the same.
+					if expired > 0 || clk == WallClock && !cached(l, "a") {
+						t.Fatalf("seen at %v, idle timeout %v: expired by the sweep at %v (idle %v)",
+							seen.Sub(t0), idle, now.Sub(t0), now.Sub(seen))
+					}
+				}
+				// Idle past the timeout (and the second it may be rounded by): expired.
+				for _, d := range []time.Duration{2 * time.Second, 3 * time.Second} {
+					expired += sweep(t, l, seen.Add(idle+d)).Expired
+				}
+				if expired != 1 {
+					t.Errorf("idle %v with a %v timeout: %d expired, want 1", idle+3*time.Second, idle, expired)
+				}
+			})
+		}
 	}
 }

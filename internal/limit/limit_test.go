@@ -1219,15 +1219,17 @@ func TestIdleExpiry(t *testing.T) {
 	clk.Advance(20 * time.Second)
 	l.Check("fresh", 2)
 
-	clk.Advance(9 * time.Second) // old idle 29 s
+	clk.Advance(8 * time.Second) // old idle 28 s
 	sw := sweep(t, l, clk.Now())
 	if sw.Expired != 0 || l.Len() != 2 || sw.Entries != 2 {
-		t.Errorf("at 29 s idle: expired %d, Len %d, entries %d; want 0, 2, 2", sw.Expired, l.Len(), sw.Entries)
+		t.Errorf("at 28 s idle: expired %d, Len %d, entries %d; want 0, 2, 2", sw.Expired, l.Len(), sw.Entries)
 	}
-	l.Check("old", 4)             // not yet swept: stays with old, and revives it
-	clk.Advance(30 * time.Second) // t0+59s: still epoch e
+	l.Check("old", 4) // not yet swept: stays with old, and revives it
+	// t0+59s: still epoch e. Idle 31 s: a team is expired up to a second past the timeout
+	// (idleSeconds), as the cache notes when it was seen in whole seconds.
+	clk.Advance(31 * time.Second)
 	l.Check("fresh", 1)
-	sw = sweep(t, l, clk.Now()) // old idle 30 s, fresh 0 s
+	sw = sweep(t, l, clk.Now()) // old idle 31 s, fresh 0 s
 	if sw.Expired != 1 {
 		t.Errorf("expired = %d, want 1", sw.Expired)
 	}

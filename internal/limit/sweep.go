@@ -252,7 +252,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 		part = l.adapt.cfg.ThresholdPart(cur)
 	}
 	nowSeen := l.seenAt(ns)
-	idleSecs := uint32(min(l.cfg.IdleTimeout/time.Second, math.MaxUint32))
+	idleSecs := idleSeconds(l.cfg.IdleTimeout)
 	rp := l.readPolicy()
 	// A cached key whose level falls under half its floor goes back to the sketch
 	// (sketch.go): the fleet's count of it is then far under what could matter. Half, so a
@@ -690,4 +690,18 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	share = min(max(share, 1.0/maxFleetFactor), 1)
 	// The other gates' part of the fleet's rate, over what the read could not see.
 	return 1 / share, (1 - share) * fleet / rateDt * gap
+}
+
+// idleSeconds is how many whole seconds apart a team's seen and the sweep's now (both
+// counted in whole seconds, truncated: seenAt) must be for the team to have been idle for
+// d: a second more than d rounded up, as a team seen late in a second and swept early in
+// a later one has been idle up to a second less than the difference says. A team is thus
+// expired up to a second after d rounded up to a second (its sweep, a tick later), never
+// before d.
+func idleSeconds(d time.Duration) uint32 {
+	s := d / time.Second
+	if d%time.Second != 0 {
+		s++
+	}
+	return uint32(min(s+1, math.MaxUint32))
 }

@@ -203,8 +203,9 @@ func (e *Engine) advance(t time.Time) {
 		// would be judged by the one tick after it. Past c.idle (the idle timeout, or two
 		// windows and a hold, when longer) every key has left the caches and a tick
 		// changes nothing a later one would not: the ticks of a long pause are skipped
-		// from there, to the record's.
-		quiet := c.next.Add(max(c.idle, 2*time.Second) + c.every + time.Second)
+		// from there, to the record's. Two seconds more, as a cache expires a key up to
+		// a second past its idle timeout rounded up to a second (limit's idleSeconds).
+		quiet := c.next.Add(max(c.idle, 2*time.Second) + c.every + 2*time.Second)
 		for {
 			// Each tick is split as the gate's (tick.Ticker.Run): the counts written at
 			// the boundary, the views read a read delay later; a record routed between
