@@ -266,6 +266,48 @@ func TestSweepKeepsCountsCheckedAfterSweepTime(t *testing.T) {
 // ---------------------------------------------------------------------------------------
 // Estimate, leak, level
 
+// TestApplyReadAfterTheBoundary: a read planned before a window's end and applied after
+// it (a tick interval that does not divide the window, whose read phase a quarter tick
+// after the sweep falls past the boundary; a tick held past it) holds the counts of the
+// window that ended and the one before. The team's estimate then is the ended window's
+// count sliding out through the new one, as a read planned after the boundary would have
+// it; before, it was that count whole, draining at the rate of the window before it: a
+// team whose traffic fell (5000, then 1000 at its limit) drained 5 times too fast, let
+// through under half its real level six seconds on; one whose traffic rose (0, then 1000)
+// did not drain at all until its next read.
+func TestApplyReadAfterTheBoundary(t *testing.T) {
+	const thr = 1000
+	for _, tc := range []struct {
+		name       string
+		curr, prev int64
+		applied    time.Duration // after the boundary
+		later      time.Duration // after the boundary, a look at the level some seconds on
+		want       []float64     // the level then and then
+	}{
+		{"traffic fell", 1000, 5000, 500 * time.Millisecond, 6 * time.Second, []float64{1000 * (1 - 0.5/60), 900}},
+		{"traffic rose", 1000, 0, 500 * time.Millisecond, 6 * time.Second, []float64{1000 * (1 - 0.5/60), 900}},
+		{"two windows on", 1000, 5000, 60 * time.Second, 66 * time.Second, []float64{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: thr})
+			planned := at(59500 * time.Millisecond)
+			l.CheckAt(planned, "a", 20) // over the sync floor: read
+			r := mustRead(t, sweep(t, l, planned), "a")
+			if r.Epoch != l.Epoch(t0) {
+				t.Fatalf("read epoch = %d, want %d (planned in the window that ends at 60 s)", r.Epoch, l.Epoch(t0))
+			}
+			applied := at(time.Minute + tc.applied)
+			l.ApplyRead(r, tc.curr, tc.prev, applied)
+			for i, now := range []time.Time{applied, at(time.Minute + tc.later)} {
+				if got := l.CheckAt(now, "a", 0).Level; math.Abs(got-tc.want[i]) > 1 {
+					t.Errorf("read of the window ending at 60 s (%d, the one before %d) applied at %v: level at %v = %.1f, want %.1f",
+						tc.curr, tc.prev, applied.Sub(t0), now.Sub(t0), got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestApplyReadWeightedEstimate(t *testing.T) {
 	const thr = 1000
 	tests := []struct {
@@ -280,7 +322,8 @@ func TestApplyReadWeightedEstimate(t *testing.T) {
 		{"last second", 59 * time.Second, 20, 100, 100.0/60 + 20},
 		{"no previous", 45 * time.Second, 20, 0, 20},
 		{"only previous", 15 * time.Second, 0, 100, 75},
-		{"applied in next epoch: progress capped at 1", 70 * time.Second, 20, 100, 20},
+		// The ended window's count slides out through the next (TestApplyReadAfterTheBoundary).
+		{"applied in next epoch", 70 * time.Second, 20, 100, 20 * 50.0 / 60},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -544,9 +544,24 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	}
 	r.prev = prev
 	ns := now.UnixNano()
-	progress := float64(ns-r.Epoch*l.windowNs) / float64(l.windowNs)
+	// A read planned before a boundary and applied after it (a tick interval that does
+	// not divide the window, its reads a quarter tick after the sweep; a tick held past
+	// the boundary) holds windows that have ended: r.Epoch's count is the previous
+	// window's now, sliding out through this one, and drains at its own rate, not the
+	// window's before it (5 times too fast after a window of 5 × the traffic); two
+	// windows on, nothing of it is left. The fleet factor still weighs the read as of
+	// r.Epoch, the counts it holds.
+	epoch, vc, vp := r.Epoch, curr, prev
+	if cur := floorDiv(ns, l.windowNs); cur > epoch {
+		vc, vp = 0, 0
+		if cur == epoch+1 {
+			vp = curr
+		}
+		epoch = cur
+	}
+	progress := float64(ns-epoch*l.windowNs) / float64(l.windowNs)
 	progress = min(max(progress, 0), 1)
-	est := float64(prev)*(1-progress) + float64(curr)
+	est := float64(vp)*(1-progress) + float64(vc)
 
 	thr := float64(l.threshold(e, r.Team))
 	local := e.level(ns, l.readFloor.Load())
@@ -559,8 +574,8 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	// Estimate before readAt, pending last: a check racing this sees our writes twice for an
 	// instant rather than not at all.
 	// The estimate ages out at prev / window: the rate the sliding-window estimate falls at
-	// through the rest of r.Epoch when nothing more comes in.
-	e.estimate.Store(packView(est+unseen, float64(prev)/float64(l.windowNs), factor))
+	// through the rest of the window when nothing more comes in.
+	e.estimate.Store(packView(est+unseen, float64(vp)/float64(l.windowNs), factor))
 	e.readAt.Store(readStamp(ns, false))
 	e.flushed.Add(-r.flushed)
 	return a
