@@ -42,6 +42,11 @@ type clockCheck struct {
 	// cannot tell apart), as a magnitude. Learned profiles are not written while it is a
 	// window or more (withholdProfile).
 	off time.Duration
+	// ahead is how far this host's clock was last measured ahead of Redis's, less half the
+	// round trip; 0 when it is not (or not measured). A key this gate creates gets that
+	// much longer to live (createdEarly): created early by Redis's clock, and so the
+	// fleet's, it must still outlive its window.
+	ahead time.Duration
 	// measured: a check has measured off. Until one has, no learned profile is written:
 	// off read 0 then, and a gate whose first TIME got no answer (Redis slow or down at
 	// its start) wrote the folds of a clock days ahead (a review).
@@ -112,6 +117,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	offset := start.Add(rtt / 2).Sub(theirs)
 	t.m.clockOffset.Set(offset.Seconds())
 	c.off = max(offset.Abs()-rtt/2, 0)
+	c.ahead = max(offset-rtt/2, 0)
 	c.measured, c.refused = true, false
 	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
 		if ok, quiet := c.warnSkew.Allow(); ok {

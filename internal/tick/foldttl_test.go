@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 )
@@ -45,5 +46,43 @@ func TestAdaptiveCountersOutliveTheirFold(t *testing.T) {
 	}
 	if want := 2*time.Minute + KeyTTLMargin; sttl <= 2*time.Minute || sttl > want {
 		t.Errorf("a static limiter's counter expires in %s, want within (2m, %s]", sttl, want)
+	}
+}
+
+// TestCountersOutliveTheirWindowWhenTheWriterIsAhead: a gate whose clock runs a window or
+// more ahead of Redis's (and of the fleet's) writes its counts of window W during W−1, and the
+// first write of a key sets its TTL: from then, 2 × the window and the margin, the key
+// was gone 30 s after W ended, while the fleet still reads W through W+1 (the sliding
+// estimate's previous window): every team's count of W lost to the fleet for most of a
+// window, for one gate's clock. A gate that has measured its clock ahead of Redis's (the
+// clock check) gives the keys it creates that much longer, so each lives until its
+// window's start + its lifetime + the margin by Redis's clock, whoever created it.
+func TestCountersOutliveTheirWindowWhenTheWriterIsAhead(t *testing.T) {
+	srv := redistest.Start(t)
+	const window = time.Minute
+	ctx := context.Background()
+	// A second into a window, by a clock between one and two windows ahead: the window
+	// begins over a window after the write by Redis's.
+	now := time.Now()
+	ahead := clock.NewFake(now.Truncate(window).Add(2*window + time.Second))
+	g := newGate(t, ahead, limit.Config{Window: window, Threshold: 1_000_000}, Config{KeyPrefix: "ahead"}, srv)
+	g.tk.clockCheck.wall = &lateAnswerClock{off: ahead.Now().Sub(now)}
+	g.tk.checkClock(ctx)
+	g.l.CheckAt(ahead.Now(), "t", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick: %+v, want one write", r)
+	}
+	ep := g.l.Epoch(ahead.Now())
+	ttl, err := srv.Client(t).PTTL(ctx, Key("ahead", "t", ep)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By the real clock, Redis's (and the fleet's).
+	expires := time.Now().Add(ttl)
+	begins := time.Unix(0, ep*int64(window))
+	// Less a second: the clock check measures the offset to within half its round trip.
+	if want := begins.Add(2*window + KeyTTLMargin - time.Second); expires.Before(want) {
+		t.Errorf("a counter created a window early by a gate whose clock is ahead expires %s after its window began (by Redis's clock), want at least %s: the fleet reads it until its window's end + a window",
+			expires.Sub(begins).Round(time.Second), want.Sub(begins).Round(time.Second))
 	}
 }

@@ -263,6 +263,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 	for _, li := range p.lanes {
 		t.lanes[li].queued = 0
 	}
+	now := t.limits[0].l.Clock().Now()
 	for _, b := range p.batches {
 		ln := &t.lanes[b.lane]
 		pipe := pipes[t.partOf[b.lane]]
@@ -274,7 +275,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		keys[0] = ln.key
 		args := make([]any, 4, 4+len(b.items))
 		// The lane's batch before it in this pipeline, which it must not overtake.
-		args[0], args[1], args[2], args[3] = b.seq, seqTTL, (b.ttl + KeyTTLMargin).Milliseconds(), ln.queued
+		args[0], args[1], args[2], args[3] = b.seq, seqTTL, (b.ttl + KeyTTLMargin + t.createdEarly(b, now)).Milliseconds(), ln.queued
 		ln.queued = b.seq
 		for _, it := range b.items {
 			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
@@ -388,6 +389,29 @@ func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeline
 		t.partOf[li] = j
 	}
 	return pipes
+}
+
+// createdEarly is how long before the start of its window, by Redis's clock, a counter of
+// b that this write creates is created: the time this host's clock was last measured
+// ahead of Redis's (clockCheck.ahead), less how far into its window the counter's epoch
+// is by this host's. The TTL a counter gets on creation runs from then, and the fleet
+// reads it until its window's start + its lifetime (the margin covering clocks within
+// 30 s of each other): a gate a window ahead created its keys a window early, gone 30 s
+// after their window ended while every other gate still read them as the previous one
+// (TestCountersOutliveTheirWindowWhenTheWriterIsAhead). Redis's clock is the reference,
+// as the clock check's: a key only ever lives longer for it, so a Redis whose own clock
+// is off shortens none. 0 when this host is not ahead.
+func (t *Ticker) createdEarly(b *batch, now time.Time) time.Duration {
+	ahead := t.clockCheck.ahead
+	if ahead <= 0 {
+		return 0
+	}
+	redisNow := now.Add(-ahead).UnixNano()
+	var early int64
+	for _, it := range b.items {
+		early = max(early, it.k.epoch*t.limits[it.k.lim].window-redisNow)
+	}
+	return time.Duration(early)
 }
 
 // seqTTL is how long a lane's sequence key lives, in ms: as long as the longest-lived

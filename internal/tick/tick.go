@@ -107,6 +107,7 @@ type limitState struct {
 	l      *limit.Limiter
 	prefix string
 	ttl    time.Duration // Config.KeyTTL raised to the limiter's KeyLifetime
+	window int64         // the limiter's window in ns: where its epochs begin (createdEarly)
 	// ttlGroup numbers the distinct TTLs of the limits (one for all of them when their
 	// windows are alike): one write batch carries any counters of its lane and TTL, so a
 	// gate with three rules of one window sends the commands of one.
@@ -194,7 +195,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 			return nil, fmt.Errorf("%w: key prefix %q used by two limits", ErrBadConfig, p)
 		}
 		prefixes[p] = true
-		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, lm.Lim.KeyLifetime())}
+		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, lm.Lim.KeyLifetime()), window: int64(lm.Lim.Config().Window)}
 	}
 	var ttls []time.Duration
 	for i := range states {

@@ -143,6 +143,7 @@ return #KEYS`
 // KeyTTLMargin is added to a counter's TTL: it is set when the key is created, which can
 // be a little before its epoch began on another gate's clock (clock skew), and the key must
 // outlive every gate's use of it. The docs state it (cmd/gate TestDocsStateKeyLifetimes).
+// A gate whose clock check measured it further ahead of Redis's adds that too (createdEarly).
 const KeyTTLMargin = 30 * time.Second
 
 // ClusterShards is how many lanes cluster mode spreads teams over. A lane is one hash tag
