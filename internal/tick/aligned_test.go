@@ -343,3 +343,36 @@ func TestCacheOverfullLoggedPerWindow(t *testing.T) {
 		t.Errorf("want the capacity and the fullest window's 3 teams (capacity=2 cached=3):\n%s", logs.String())
 	}
 }
+
+// TestSplitTickReadPastTheWindowsEnd: a tick interval that does not divide the window
+// (7 s in a minute) puts a window's end between a write phase, whose sweep plans the reads
+// of its window, and their read phase. The team's count of the window that ended (1000,
+// at its threshold; 5000 the window before) then slides out through the new window, as
+// the sliding estimate has it: before, the read set the level to that count whole,
+// draining at the rate of the window before it, and six seconds on the team stood at 54 %
+// of its threshold instead of 90 % (limit.TestApplyReadAfterTheBoundary).
+func TestSplitTickReadPastTheWindowsEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	clk := clock.NewFake(epochStart.Add(59500 * time.Millisecond))
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1000}, Config{KeyPrefix: "past", TickInterval: 7 * time.Second}, srv)
+	ep := g.l.Epoch(clk.Now())
+	rdb := srv.Client(t)
+	for k, v := range map[string]int64{Key("past", "team", ep): 980, Key("past", "team", ep-1): 5000} {
+		if err := rdb.Set(ctx, k, v, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.l.CheckAt(clk.Now(), "team", 20)
+	if r := g.tk.WritePhase(ctx); r.Writes != 1 || r.Errors != 0 {
+		t.Fatalf("write phase = %+v, want one write", r)
+	}
+	clk.Set(epochStart.Add(time.Minute + 500*time.Millisecond)) // the read phase, past the window's end
+	if r := g.tk.ReadPhase(ctx); r.Reads != 1 || r.Errors != 0 {
+		t.Fatalf("read phase = %+v, want one read", r)
+	}
+	later := epochStart.Add(time.Minute + 6*time.Second)
+	if got, want := g.l.CheckAt(later, "team", 0).Level, 900.0; math.Abs(got-want) > 1 {
+		t.Errorf("6 s into the window after the read's: level %.1f, want %.1f (1000 × 54/60: the ended window's count sliding out)", got, want)
+	}
+}
