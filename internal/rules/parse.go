@@ -120,11 +120,17 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "byte 0x%02X is not UTF-8: a rules file is UTF-8 text (save it as UTF-8; UTF-16 with its byte order mark reads too)", b)
 		return nil, p.result()
 	}
-	if line, col, ok := innerBOM(data); ok {
-		// The reader takes a byte order mark past the start for text: after a key's field
-		// it named a field no record has, in a match value a value none holds, before
-		// rules: an unknown field "rules" (files joined, one saved with a BOM).
-		p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "a byte order mark (U+FEFF) inside the file, invisible in most editors: remove it (YAML takes one at the start only, where it says the encoding; a file saved with one, joined to another?)")
+	if line, col, r, ok := innerOdd(data); ok {
+		if r == '\uFEFF' {
+			// The reader takes a byte order mark past the start for text: after a key's
+			// field it named a field no record has, in a match value a value none holds,
+			// before rules: an unknown field "rules" (files joined, one saved with a BOM).
+			p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "a byte order mark (U+FEFF) inside the file, invisible in most editors: remove it (YAML takes one at the start only, where it says the encoding; a file saved with one, joined to another?)")
+		} else {
+			// The reader breaks a line there, editors do not: every line after it would
+			// be misnamed (and one in a comment ends it, the rest read as YAML).
+			p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "a %s (U+%04X) inside the file: YAML reads it as a line break, most editors do not, so lines would be counted apart from yours: remove it (in a double-quoted value, write it \\u%04x)", oddBreaks[r], r, r)
+		}
 		return nil, p.result()
 	}
 	if d, ok := bytes.CutPrefix(bytes.TrimLeft(data, "\ufeff"), []byte("%YAML")); ok && !bytes.HasPrefix(bytes.TrimLeft(d, " \t"), []byte("1.1")) {
@@ -268,25 +274,31 @@ func firstInvalidUTF8(data []byte) (line, col int, b byte) {
 	return line, col, 0
 }
 
-// innerBOM is where the first byte order mark (U+FEFF) of data past its start is
-// (placeOf), in data as the YAML reader reads it (asUTF8); false when there is none, or
-// data is UTF-16 the reader refuses. An escape in a quoted value ("\ufeff") is no byte
-// order mark.
-func innerBOM(data []byte) (line, col int, ok bool) {
+// oddBreaks are the characters the YAML reader breaks a line at (YAML 1.1's breaks) and
+// editors do not, by their names.
+var oddBreaks = map[rune]string{'\u0085': "NEXT LINE", '\u2028': "LINE SEPARATOR", '\u2029': "PARAGRAPH SEPARATOR"}
+
+// innerOdd is where the first character of data that the YAML reader reads otherwise than
+// an editor shows it is (placeOf), and the character: a byte order mark (U+FEFF) past its
+// start, or one of oddBreaks; in data as the reader reads it (asUTF8). It is false when
+// there is none, or data is UTF-16 the reader refuses. An escape in a quoted value
+// ("\ufeff", "\u2028") is no such character.
+func innerOdd(data []byte) (line, col int, r rune, ok bool) {
 	u, ok := asUTF8(data)
 	if !ok {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	from := 0
 	if bytes.HasPrefix(u, []byte(bom)) {
 		from = len(bom) // the encoding's
 	}
-	i := bytes.Index(u[from:], []byte(bom))
+	i := bytes.IndexFunc(u[from:], func(r rune) bool { return r == '\uFEFF' || oddBreaks[r] != "" })
 	if i < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
+	r, _ = utf8.DecodeRune(u[from+i:])
 	line, col = placeOf(u, from+i)
-	return line, col, true
+	return line, col, r, true
 }
 
 // bom is the byte order mark, in UTF-8.

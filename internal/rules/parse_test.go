@@ -1133,3 +1133,29 @@ func TestParseUnknownFieldNameQuoted(t *testing.T) {
 		t.Errorf("a problem over two lines: %q", err)
 	}
 }
+
+// A LINE SEPARATOR (U+2028), PARAGRAPH SEPARATOR (U+2029) or NEXT LINE (U+0085) is a line
+// break to the YAML reader and none to vim or VS Code (which offers to remove "unusual line
+// terminators"): every line and column reported after one named a line the editor does
+// not show there, and one in a comment ended it, what followed read as YAML. Each is
+// refused where an editor shows it, as a byte order mark inside the file is.
+func TestParseUnusualLineTerminatorRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"U+2028 in a comment", "rules:\n  - name: a # was\u2028 b\n    key: json:team_id\n    limits: [1m:0]\n", "rules.yaml:2:18: (file): a LINE SEPARATOR (U+2028)"},
+		{"U+2029 in a quoted value", "rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n    force: [\"x\u2029y\"]\n    mode: nope\n", "rules.yaml:5:15: (file): a PARAGRAPH SEPARATOR (U+2029)"},
+		{"U+0085 after a value, CRLF", "rules:\r\n  - name: a\u0085\r\n    key: json:team_id\r\n    limits: [1m:0]\r\n", "rules.yaml:2:12: (file): a NEXT LINE (U+0085)"},
+		{"UTF-16", inUTF16("rules:\n  - {name: a\u2028, key: json:team_id, limits: [1m:5]}\n", binary.LittleEndian), "rules.yaml:2:13: (file): a LINE SEPARATOR (U+2028)"},
+	} {
+		_, err := Parse("rules.yaml", []byte(c.data), Options{})
+		var ps Problems
+		if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), c.want) {
+			t.Errorf("%s: %v\nwant one problem, %s...", c.name, err, c.want)
+		}
+	}
+	// Written as an escape in a double-quoted value, it is the value's: no line breaks.
+	if _, err := Parse("rules.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n    force: [\"x\\u2028y\"]\n"), Options{}); err != nil {
+		t.Errorf("an escaped U+2028: %v", err)
+	}
+}
