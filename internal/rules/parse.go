@@ -96,6 +96,9 @@ type parser struct {
 	file string
 	o    Options
 	errs Problems
+	// src is the file as the reader reads it (asUTF8), where a value is told written with
+	// an escape or not (escaped).
+	src []byte
 	// topics are the rules' topics read so far, by their name with '.' as '_' (collision):
 	// the topic and the rule whose it is.
 	topics map[string][2]string
@@ -133,6 +136,7 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		}
 		return nil, p.result()
 	}
+	p.src, _ = asUTF8(data)
 	if d, ok := bytes.CutPrefix(bytes.TrimLeft(data, "\ufeff"), []byte("%YAML")); ok && !bytes.HasPrefix(bytes.TrimLeft(d, " \t"), []byte("1.1")) {
 		// yaml.v3 takes %YAML 1.1 alone, and refuses 1.2 as "incompatible": the file is
 		// read as YAML 1.2 without the directive (a review's file, to the docs' letter).
@@ -496,6 +500,9 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		}
 	}
 	for _, f := range forced { // checked once the key is read, whatever the fields' order
+		if !p.valueEdges(f.n, f.path, r.Key.Composite()) {
+			continue
+		}
 		if err := r.Key.CheckKey(f.n.Value, p.o.MaxKeyBytes); err != nil {
 			p.bad(f.n, f.path, "%v", err)
 		}
@@ -570,6 +577,104 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		}
 	}
 	return r, len(p.errs) == before
+}
+
+// oddAtEdge is the character that v, or each part of v for a composite key's value (its
+// parts joined by ':'), starts or ends with and that an editor shows as nothing or as an
+// ASCII space: a space other than ASCII's (a non-breaking one, U+3000) or a format
+// character (category Cf: a zero-width space, a word joiner), as route's names refuse
+// them; 0 for none. part is whether it is at a part's edge inside v.
+func oddAtEdge(v string, composite bool) (r rune, part bool) {
+	odd := func(r rune) bool { return r > unicode.MaxASCII && unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }
+	parts := []string{v}
+	if composite {
+		parts = strings.Split(v, ":")
+	}
+	for i, s := range parts {
+		first, _ := utf8.DecodeRuneInString(s)
+		last, _ := utf8.DecodeLastRuneInString(s)
+		for j, r := range []rune{first, last} {
+			if s != "" && odd(r) {
+				// At v's own start or end it is v's edge, else a part's.
+				edge := i == 0 && j == 0 || i == len(parts)-1 && j == 1
+				return r, !edge
+			}
+		}
+	}
+	return 0, false
+}
+
+// valueEdges reports whether the match value or force entry v is free of oddAtEdge's
+// characters, reporting it when not: copied with a team id from a page or a chat, one
+// made a value no record holds (team "42\u00a0" matched nothing of team 42), taken
+// without a word. One written as an escape in double quotes ("42\u00a0") is meant, and
+// the value's.
+func (p *parser) valueEdges(v *yaml.Node, path string, composite bool) bool {
+	r, part := oddAtEdge(v.Value, composite)
+	if r == 0 || p.escaped(v, r) {
+		return true
+	}
+	what := "a non-ASCII space"
+	if unicode.Is(unicode.Cf, r) {
+		what = "an invisible character"
+	}
+	where := " starts or ends with"
+	if part {
+		where = ": a part starts or ends with"
+	}
+	p.bad(v, path, "%q%s %s (U+%04X), which editors do not show: taken as written, it is a value no one sends; remove it, or, if the value holds it, write it as an escape in double quotes, %s",
+		v.Value, where, what, r, strconv.Quote(v.Value))
+	return false
+}
+
+// escaped reports whether the scalar v is in double quotes in the file and holds r only
+// as an escape there (\u00a0, \_), none as it is. A node an alias brings is placed at the
+// alias: the value is told so where its anchor writes it.
+func (p *parser) escaped(v *yaml.Node, r rune) bool {
+	if v.Style&yaml.DoubleQuotedStyle == 0 {
+		return false
+	}
+	i := offsetOf(p.src, v.Line, v.Column)
+	if i >= len(p.src) || p.src[i] != '"' {
+		return true // an alias's copy: its anchor's value is checked where it is written
+	}
+	body := p.src[i+1:]
+	for k := 0; k < len(body); k++ {
+		switch body[k] {
+		case '\\':
+			k++ // the escaped character: ASCII (a '"', a 'u' and its hex digits after it)
+		case '"':
+			return !bytes.ContainsRune(body[:k], r)
+		}
+	}
+	return !bytes.ContainsRune(body, r)
+}
+
+// offsetOf is the byte offset in data of the character at line and col, as placeOf
+// counts them; len(data) past its end.
+func offsetOf(data []byte, line, col int) int {
+	l, c := 1, 1
+	k := 0
+	if bytes.HasPrefix(data, []byte(bom)) {
+		k = len(bom)
+	}
+	for k < len(data) && (l < line || l == line && c < col) {
+		r, n := utf8.DecodeRune(data[k:])
+		switch {
+		case r == '\r' && k+1 < len(data) && data[k+1] == '\n':
+			n = 2
+			fallthrough
+		case r == '\r' || r == '\n':
+			if l == line {
+				return len(data) // col past the line's end
+			}
+			l, c = l+1, 1
+		default:
+			c++
+		}
+		k += n
+	}
+	return k
 }
 
 // keyFromProblem is what is wrong with the key source v, whose ParseKeyFrom error is err:
@@ -771,6 +876,9 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 					if v.Value == "" {
 						// An empty field, header or record key reads no value either.
 						p.bad(v, fmt.Sprintf("%s[%d]", lp, j), `"" matches nothing: a field, header or record key that is empty reads no value, in no list (not_in holds for it)`)
+						continue
+					}
+					if !p.valueEdges(v, fmt.Sprintf("%s[%d]", lp, j), m.Field.Composite()) {
 						continue
 					}
 					if m.Field.Composite() {

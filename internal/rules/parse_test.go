@@ -1159,3 +1159,36 @@ func TestParseUnusualLineTerminatorRefused(t *testing.T) {
 		t.Errorf("an escaped U+2028: %v", err)
 	}
 }
+
+// A match value or force entry that starts or ends with a non-breaking space, a
+// zero-width space or another character no editor shows (copied with a team id from a
+// page or a chat) was taken as written: team "42\u00a0" matched no record of team 42,
+// forced nothing, without a word. Refused, named by its code point, as a field's name
+// is; written as an escape in double quotes, it is the value's own.
+func TestParseValueEdgesInvisible(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n"+
+		"    match:\n      - {field: json:team_id, in: [7, 42\u00a0]}\n      - {field: json:event, not_in: [click\u2060, '\u3000view']}\n"+
+		"      - {field: json:token+distinct_id, in: [\"phc_x\u200b:u1\"]}\n"+
+		"    force: [\u200bteam-1, team-2]\n"), Options{})
+	for _, want := range []string{
+		`r.yaml:6:39: rules[0] "a".match[0].in[1]: "42\u00a0" starts or ends with a non-ASCII space (U+00A0)`,
+		`r.yaml:7:38: rules[0] "a".match[1].not_in[0]: "click\u2060" starts or ends with an invisible character (U+2060)`,
+		`r.yaml:7:46: rules[0] "a".match[1].not_in[1]: "\u3000view" starts or ends with a non-ASCII space (U+3000)`,
+		`r.yaml:8:46: rules[0] "a".match[2].in[0]: "phc_x\u200b:u1": a part starts or ends with an invisible character (U+200B)`,
+		`r.yaml:9:13: rules[0] "a".force[0]: "\u200bteam-1" starts or ends with an invisible character (U+200B)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant %s", err, want)
+		}
+	}
+	// Written as an escape in double quotes, the character is the value's: meant.
+	if _, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n"+
+		"    match: [{field: json:city, in: [\"S\\u00e3o Paulo\\u00a0\", \"\\u200bx\"]}]\n    force: [\"42\\_\"]\n"), Options{}); err != nil {
+		t.Errorf("escapes: %v", err)
+	}
+	// Inside a value, or ASCII spaces quoted at its edges, it is the value's as before.
+	if _, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n"+
+		"    match: [{field: json:city, in: [New\u00a0York, \" 42\"]}]\n"), Options{}); err != nil {
+		t.Errorf("inside a value: %v", err)
+	}
+}
