@@ -222,6 +222,9 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 	default:
 		listOK = true
 	}
+	if list != nil && list.Kind == yaml.SequenceNode {
+		p.tagOK(list, "rules")
+	}
 	// Beside a list that reads, a problem of the top (an unknown key, rules: given twice)
 	// is reported with the rules' own: every problem at once.
 	if !listOK {
@@ -362,9 +365,14 @@ func fieldName(k string) string {
 // duplicates, and a decoder would keep either).
 func pairs(p *parser, m *yaml.Node, path string) func(func(k, v *yaml.Node) bool) {
 	return func(yield func(k, v *yaml.Node) bool) {
+		p.tagOK(m, path)
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			k, v := m.Content[i], m.Content[i+1]
+			if msg := tagProblem(k); msg != "" {
+				// Read by its text all the same: the field is the one named.
+				p.bad(k, path+"."+fieldName(k.Value), "%s", msg)
+			}
 			if seen[k.Value] {
 				p.bad(k, path+"."+fieldName(k.Value), "given twice")
 				continue
@@ -459,6 +467,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				p.bad(v, fp, "want a list of keys such as [team-1, team-2]")
 				break
 			}
+			p.tagOK(v, fp)
 			first := map[string]int{} // a key's first line: a second is a mistake, as in GATE_FORCE_OVERFLOW
 			for j, e := range v.Content {
 				ep := fmt.Sprintf("%s[%d]", fp, j)
@@ -692,10 +701,7 @@ func keyFromProblem(v string, err error, want string) string {
 // scalar reports whether n is a scalar, reporting it when not.
 func (p *parser) scalar(n *yaml.Node, path string) bool {
 	switch {
-	case n.Style&yaml.TaggedStyle != 0 && !strings.HasPrefix(n.Tag, "!!"):
-		// !ENV ${X}, as tools that substitute environment variables read it: the text
-		// after the tag was taken as written, a match value ${X} matching no record.
-		p.bad(n, path, "tag %s: the gate reads YAML's own tags only (!!str and the like) and substitutes nothing, environment variables included: remove it", n.Tag)
+	case !p.tagOK(n, path):
 		return false
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
 		p.bad(n, path, "empty (null): want a single value")
@@ -720,9 +726,60 @@ func (p *parser) scalar(n *yaml.Node, path string) bool {
 	return true
 }
 
+// tagOK reports whether n has no tag, or one the gate honours on it, reporting it when
+// not: a value is read as its text, a tag there only saying what YAML would read it as.
+func (p *parser) tagOK(n *yaml.Node, path string) bool {
+	if msg := tagProblem(n); msg != "" {
+		p.bad(n, path, "%s", msg)
+		return false
+	}
+	return true
+}
+
+// tagProblem is what is wrong with n's tag, as written in the file; "" for none. The gate
+// reads every value as its text, and honours a tag that says what YAML reads the node as
+// anyway: !!str, and !!int, !!float, !!bool or !!null on a value YAML reads so, !!map on a
+// mapping, !!seq on a list. Any other was taken without a word: !ENV ${X} (the text
+// after it taken as written, a match value ${X} matching no record), !!int on "abc" or on
+// a list, !!binary aGk= (a key aGk=, not hi, forced).
+func tagProblem(n *yaml.Node) string {
+	if n.Style&yaml.TaggedStyle == 0 {
+		return ""
+	}
+	if !strings.HasPrefix(n.Tag, "!!") {
+		return fmt.Sprintf("tag %s: the gate reads YAML's own tags only (!!str and the like) and substitutes nothing, environment variables included: remove it", n.Tag)
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		if n.Tag != "!!map" {
+			return fmt.Sprintf("tag %s on a mapping: remove it (YAML reads it as a mapping all the same)", n.Tag)
+		}
+	case yaml.SequenceNode:
+		if n.Tag != "!!seq" {
+			return fmt.Sprintf("tag %s on a list: remove it (YAML reads it as a list all the same)", n.Tag)
+		}
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!str", "!!merge": // a merge key's, <<, read by expand
+		case "!!int", "!!float", "!!bool", "!!null":
+			// YAML's own reader refuses the value so tagged when it is none (!!int "abc").
+			var v any
+			if n.Decode(&v) != nil {
+				return fmt.Sprintf("tag %s: %q is not one to YAML: remove the tag (the gate reads the value as the text written)", n.Tag, n.Value)
+			}
+		case "!!map", "!!seq":
+			return fmt.Sprintf("tag %s on a single value: remove it", n.Tag)
+		default:
+			return fmt.Sprintf("tag %s: the gate reads a value as the text written, and honours YAML's !!str, !!int, !!float, !!bool and !!null only: remove it", n.Tag)
+		}
+	}
+	return ""
+}
+
 // limits reads a rule's limits: a list of WINDOW:THRESHOLD (ParseLimit), windows
 // distinct and longer than Options.MinWindow.
 func (p *parser) limits(n *yaml.Node, path string) []Limit {
+	p.tagOK(n, path)
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
 		p.bad(n, path, "want a list of at least one WINDOW:THRESHOLD such as [1m:1000]")
 		return nil
@@ -800,6 +857,7 @@ func thousands(n *yaml.Node, i int) (whole, meant string, firstGroup, ok bool) {
 
 // matches reads a rule's match: a list of {field, in} or {field, not_in}.
 func (p *parser) matches(n *yaml.Node, path string) []Match {
+	p.tagOK(n, path)
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
 		p.bad(n, path, "want a list of at least one {field: ..., in: [...]} or {field: ..., not_in: [...]}")
 		return nil
@@ -846,7 +904,11 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 		case list.Kind != yaml.SequenceNode || len(list.Content) == 0:
 			p.bad(list, lp, "want a list of at least one value")
 		default:
+			p.tagOK(list, lp)
 			for j, v := range list.Content {
+				if !p.tagOK(v, fmt.Sprintf("%s[%d]", lp, j)) {
+					continue // said; the checks below would read the tag as it is not meant
+				}
 				if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 					// A field that is absent or null reads no value: in no list.
 					// The advice quotes what was written: ~ and an empty entry are YAML's

@@ -1192,3 +1192,39 @@ func TestParseValueEdgesInvisible(t *testing.T) {
 		t.Errorf("inside a value: %v", err)
 	}
 }
+
+// A YAML tag the gate does not honour on the value it is on (!!int on "abc", on a list or
+// a mapping; !!binary, whose value the gate does not decode) was taken without a word,
+// the value read as its text: !!binary aGk= forced the key aGk=, not hi. Refused where it
+// is, as a tag not YAML's own is; YAML's own on a value of their kind read as before.
+func TestParseTagNotHonoured(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: !!int a\n    key: json:team_id\n    limits: !!int [!!bool 1m:5]\n"+
+		"    max_keys: !!int \"abc\"\n    match: [!!seq {field: header:e, in: [!!null x, !!float 1e3, !!timestamp y]}]\n"+
+		"    force: [!!binary aGk=, !<tag:yaml.org,2002:int> 0x1F]\n  - !!str\n    name: b\n    !!int key: json:team_id\n    limits: [1m:5]\n"), Options{})
+	for _, want := range []string{
+		`r.yaml:2:11: rules[0].name: tag !!int: "a" is not one to YAML`,
+		`r.yaml:4:13: rules[0] "a".limits: tag !!int on a list: remove it`,
+		`r.yaml:4:20: rules[0] "a".limits[0]: tag !!bool: "1m:5" is not one to YAML`,
+		`r.yaml:5:15: rules[0] "a".max_keys: tag !!int: "abc" is not one to YAML`,
+		`r.yaml:6:13: rules[0] "a".match[0]: tag !!seq on a mapping: remove it`,
+		`r.yaml:6:42: rules[0] "a".match[0].in[0]: tag !!null: "x" is not one to YAML`,
+		`r.yaml:6:65: rules[0] "a".match[0].in[2]: tag !!timestamp: the gate reads a value as the text written`,
+		`r.yaml:7:13: rules[0] "a".force[0]: tag !!binary: the gate reads a value as the text written`,
+		`r.yaml:8:5: rules[1] "b": tag !!str on a mapping: remove it`,
+		`r.yaml:10:5: rules[1] "b".key: tag !!int: "key" is not one to YAML`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant %s", err, want)
+		}
+	}
+	for _, bad := range []string{"!!float 1e3", "0x1F"} {
+		if err != nil && strings.Contains(err.Error(), bad) {
+			t.Errorf("err = %v\nwant nothing said of %s, a value of its tag's kind", err, bad)
+		}
+	}
+	// YAML's own tags on values of their kind.
+	if _, err := Parse("r.yaml", []byte("rules: !!seq\n  - !!map\n    name: !!str a\n    key: json:team_id\n    limits: !!seq [1m:5]\n"+
+		"    cost: !!str events\n    shadow: !!bool false\n    match: [{field: header:e, in: [!!int 42, !!float 1.5, !!str x]}]\n"), Options{}); err != nil {
+		t.Errorf("YAML's own tags on their kinds: %v", err)
+	}
+}
