@@ -521,6 +521,10 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_FORCE_OVERFLOW", value: "a,,b", want: "entry 2 is empty"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,a", want: "twice"},
 		{key: "GATE_FORCE_OVERFLOW", value: "team1\nteam2\n", want: "entries are separated by commas"},
+		// An invisible character at a team's edge (a zero-width space copied from a page)
+		// named a key no record has, taken without a word; spaces, a non-breaking one
+		// too, are trimmed as ever.
+		{key: "GATE_FORCE_OVERFLOW", value: "a,42\u200b", want: `team "42\u200b" starts or ends with an invisible character (U+200B)`},
 		// Validation of values no rule reads did nothing (a review).
 		{key: "GATE_VALIDATE_JSON", value: "true", want: "unless GATE_KEY_FROM reads JSON", env: map[string]string{"GATE_KEY_FROM": "key"}},
 		{key: "GATE_VALIDATE_JSON", value: "true", want: "with header:team no value is read", env: map[string]string{"GATE_KEY_FROM": "header:team"}},
@@ -594,6 +598,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		// read as one team named so: the teams listed kept the default threshold (a review).
 		{key: "GATE_OVERRIDES", value: "team1=5000\nteam2=200000\n", want: "entries are separated by commas"},
 		{key: "GATE_OVERRIDES", value: "team1=5000;team2=200000", want: "entries are separated by commas"},
+		{key: "GATE_OVERRIDES", value: "\u2060team1=5000", want: `team "\u2060team1" starts or ends with an invisible character (U+2060)`},
 		{key: "GATE_OVERRIDES", value: "team1=5000 team2=200000", want: "entries are separated by commas"},
 		{key: "GATE_OVERRIDES", value: "a=" + tooBig, want: "from 1 to"},
 		{key: "GATE_OVERRIDES", value: "a=1,a=2", want: "twice"},

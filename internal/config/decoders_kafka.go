@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/route"
@@ -199,6 +200,9 @@ func (l *teamList) Decode(text string) error {
 		if err := listSeparatorIn(s, false); err != nil {
 			return err
 		}
+		if err := invisibleAtEdge(s); err != nil {
+			return err
+		}
 		seen[s] = true
 		out = append(out, s)
 	}
@@ -232,6 +236,23 @@ var afterLimit = regexp.MustCompile(`=[0-9]+[\s;]`)
 func listSeparatorIn(team string, found bool) error {
 	if found || strings.ContainsFunc(team, unicode.IsControl) {
 		return fmt.Errorf("team %q holds a line break, a control character or another entry: entries are separated by commas", team)
+	}
+	return nil
+}
+
+// invisibleAtEdge refuses a team of GATE_OVERRIDES or GATE_FORCE_OVERFLOW that starts or
+// ends with a format character (category Cf: a zero-width space, a word joiner, a byte
+// order mark), which editors and logs show as nothing: copied with the team from a page,
+// it named a key no record has, taken without a word. Spaces there, a non-breaking one
+// too, are trimmed before (strings.TrimSpace); a rules file's force entries are refused
+// so too (internal/rules).
+func invisibleAtEdge(team string) error {
+	first, _ := utf8.DecodeRuneInString(team)
+	last, _ := utf8.DecodeLastRuneInString(team)
+	for _, r := range []rune{first, last} {
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("team %q starts or ends with an invisible character (U+%04X): remove it", team, r)
+		}
 	}
 	return nil
 }

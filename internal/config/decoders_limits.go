@@ -42,6 +42,9 @@ func (o *overrideList) Decode(text string) error {
 		if err := listSeparatorIn(team, afterLimit.MatchString(team)); err != nil {
 			return err
 		}
+		if err := invisibleAtEdge(team); err != nil {
+			return err
+		}
 		if _, dup := m[team]; dup {
 			return fmt.Errorf("team %q appears twice", team)
 		}
