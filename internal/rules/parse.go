@@ -620,7 +620,14 @@ func oddAtEdge(v string, composite bool) (r rune, part bool) {
 // the value's.
 func (p *parser) valueEdges(v *yaml.Node, path string, composite bool) bool {
 	r, part := oddAtEdge(v.Value, composite)
-	if r == 0 || p.escaped(v, r) {
+	if r == 0 {
+		return true
+	}
+	at := offsetOf(p.src, v.Line, v.Column)
+	if at < len(p.src) && p.src[at] == '*' {
+		return true // an alias's copy, placed at the alias: told where its anchor writes it
+	}
+	if escaped(p.src[min(at, len(p.src)):], v, r) {
 		return true
 	}
 	what := "a non-ASCII space"
@@ -636,18 +643,13 @@ func (p *parser) valueEdges(v *yaml.Node, path string, composite bool) bool {
 	return false
 }
 
-// escaped reports whether the scalar v is in double quotes in the file and holds r only
-// as an escape there (\u00a0, \_), none as it is. A node an alias brings is placed at the
-// alias: the value is told so where its anchor writes it.
-func (p *parser) escaped(v *yaml.Node, r rune) bool {
-	if v.Style&yaml.DoubleQuotedStyle == 0 {
+// escaped reports whether the scalar v, written at the start of src, is in double quotes
+// and holds r only as an escape there (\u00a0, \_), none as it is.
+func escaped(src []byte, v *yaml.Node, r rune) bool {
+	if v.Style&yaml.DoubleQuotedStyle == 0 || len(src) == 0 || src[0] != '"' {
 		return false
 	}
-	i := offsetOf(p.src, v.Line, v.Column)
-	if i >= len(p.src) || p.src[i] != '"' {
-		return true // an alias's copy: its anchor's value is checked where it is written
-	}
-	body := p.src[i+1:]
+	body := src[1:]
 	for k := 0; k < len(body); k++ {
 		switch body[k] {
 		case '\\':

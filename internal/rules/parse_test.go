@@ -1186,6 +1186,23 @@ func TestParseValueEdgesInvisible(t *testing.T) {
 		"    match: [{field: json:city, in: [\"S\\u00e3o Paulo\\u00a0\", \"\\u200bx\"]}]\n    force: [\"42\\_\"]\n"), Options{}); err != nil {
 		t.Errorf("escapes: %v", err)
 	}
+	// What an alias brings is told where its anchor writes it: escaped there, taken; as it
+	// is, refused there, once.
+	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: json:team_id, limits: [1m:5], force: &f [\"42\\u00a0\"]}\n"+
+		"  - {name: b, key: json:team_id, limits: [1m:5], force: *f}\n"), Options{}); err != nil {
+		t.Errorf("an escape through an alias: %v", err)
+	}
+	_, err = Parse("r.yaml", []byte("rules:\n  - {name: a, key: json:team_id, limits: [1m:5], force: &f [\"42\u00a0\"]}\n"+
+		"  - {name: b, key: json:team_id, limits: [1m:5], force: *f}\n"), Options{})
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), `r.yaml:2:61: rules[0] "a".force[0]: "42\u00a0" starts or ends`) {
+		t.Errorf("through an alias: err = %v\nwant one problem, at the anchor", err)
+	}
+	_, err = Parse("r.yaml", []byte("rules:\n  - {name: a, key: json:team_id, limits: [1m:5], force: &f [42\u00a0]}\n"+
+		"  - {name: b, key: json:team_id, limits: [1m:5], force: *f}\n"), Options{})
+	if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), `r.yaml:2:61: rules[0] "a".force[0]: "42\u00a0" starts or ends`) {
+		t.Errorf("through an alias, plain: err = %v\nwant one problem, at the anchor", err)
+	}
 	// Inside a value, or ASCII spaces quoted at its edges, it is the value's as before.
 	if _, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n"+
 		"    match: [{field: json:city, in: [New\u00a0York, \" 42\"]}]\n"), Options{}); err != nil {
