@@ -302,6 +302,16 @@ func (a *TeamAPI) register(mux *http.ServeMux) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no team view at " + strconv.Quote(r.URL.EscapedPath()) +
 			": a team is one path segment, /v1/teams/{team} (a / in it written %2F), and /v1/teams?top=N lists the teams"})
 	})
+	// Any other method: a 405 in JSON with the Allow the router sets on its own plain-text
+	// "Method Not Allowed", which a script reading .error could not parse. These patterns
+	// name no method, so the GET ones above win for GET and HEAD.
+	notAllowed := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method " + strconv.Quote(r.Method) +
+			" not allowed: the team view is read-only, GET /v1/teams/{team} and GET /v1/teams?top=N"})
+	}
+	mux.HandleFunc("/v1/teams", notAllowed)
+	mux.HandleFunc("/v1/teams/{rest...}", notAllowed)
 }
 
 // query is r's query parameters, each of them one of known; else it answers 400, naming

@@ -500,6 +500,44 @@ func TestTeamAPIUnknownPathIsJSON(t *testing.T) {
 	}
 }
 
+// A method the team view does not take (POST, DELETE) is a 405 in the view's JSON error
+// form, {"error": ...}, keeping the Allow header the router sets. Before, it was
+// net/http's plain-text "Method Not Allowed", which a script reading .error could not parse.
+func TestTeamAPIWrongMethodIsJSON(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, "whale", 1)
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
+	for _, method := range []string{http.MethodPost, http.MethodDelete, http.MethodPut} {
+		for _, path := range []string{"/v1/teams/whale", "/v1/teams?top=5", "/v1/teams", "/v1/teams/whale/x"} {
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+			var e map[string]string
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusMethodNotAllowed ||
+				rec.Header().Get("Content-Type") != "application/json" || !strings.Contains(e["error"], method) ||
+				!strings.Contains(e["error"], "GET") {
+				t.Errorf("%s %s: %d %q %q, want a JSON 405 whose error names %s and GET", method, path, rec.Code,
+					rec.Header().Get("Content-Type"), rec.Body, method)
+			}
+			if got := rec.Header().Get("Allow"); got != "GET, HEAD" {
+				t.Errorf("%s %s: Allow %q, want \"GET, HEAD\"", method, path, got)
+			}
+		}
+	}
+	// The view still answers its own methods.
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(method, "/v1/teams/whale", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("%s /v1/teams/whale: %d %s", method, rec.Code, rec.Body)
+		}
+	}
+}
+
 // A forced key is limited whatever its level, and ?top=N ranks it with the teams over
 // their limits, ahead of a team under its own: every record of it is sent away.
 func TestTeamAPIForcedKeyRankedOver(t *testing.T) {
