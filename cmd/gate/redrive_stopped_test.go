@@ -375,3 +375,41 @@ func TestRedriveSaysItsReadWaitsForAnOpenTransaction(t *testing.T) {
 		t.Errorf("gate redrive, the transaction committed, said:\n%s", out)
 	}
 }
+
+// A dry run stopped (Ctrl-C, a broker gone silent) as it reads copied nothing: its error
+// says so and gives the dry run of the rest, with no word of copies made again. It said
+// the run going on "copies again" a letter of an input record "this run copied before
+// the stop", which no dry run does.
+func TestRedriveDryRunStoppedSaysNothingIsCopied(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	c, env, ctx, stop := stoppableRedrive(t, n)
+	stopReadingAt(c, 1, 40, stop)
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"redrive", "-from", "3h", "-dry-run"}, testHost(env), &stdout, &stderr)
+	t.Logf("gate redrive -from 3h -dry-run stopped: %v\n%s", err, stdout.String())
+	if err == nil {
+		t.Fatalf("gate redrive -dry-run stopped: no error\n%s", stdout.String())
+	}
+	e := err.Error()
+	if !strings.Contains(e, "a dry run: nothing copied") {
+		t.Errorf("gate redrive -dry-run stopped: %v; want it to say a dry run copied nothing", err)
+	}
+	if strings.Contains(e, "copied again") || strings.Contains(e, "copied before the stop") || strings.Contains(e, "copied by both") {
+		t.Errorf("gate redrive -dry-run stopped: %v; a dry run copied nothing, so nothing is copied again", err)
+	}
+	rest := regexp.MustCompile(`gate redrive -offsets (\S+) -dry-run`).FindStringSubmatch(e)
+	if rest == nil {
+		t.Fatalf("gate redrive -dry-run stopped: %v; want the dry run of the rest", err)
+	}
+	if !strings.Contains(e, "without -dry-run") {
+		t.Errorf("gate redrive -dry-run stopped: %v; want it to say the copy is the command without -dry-run", err)
+	}
+	stdout.Reset()
+	if err := run(t.Context(), []string{"redrive", "-offsets", rest[1], "-dry-run"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -offsets %s -dry-run: %v\n%s", rest[1], err, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "would re-drive ") {
+		t.Errorf("gate redrive -offsets %s -dry-run said:\n%s", rest[1], out)
+	}
+}

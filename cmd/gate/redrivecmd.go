@@ -475,7 +475,21 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	// copies the rest, from where each partition's read ended, which an operator
 	// otherwise wrote from the offsets printed.
 	rest := ""
-	if rerr != nil {
+	if rerr != nil && o.dryRun {
+		// A dry run copied nothing: no copy is made again, and the copy itself is the
+		// whole range, not the rest. It said the run going on copied again the letters of
+		// input records "this run copied before the stop" (a review).
+		if r := restOffsets(rng.Offsets, parts); r != "" {
+			rest = "; to see what it would copy of the rest: " + o.again(r)
+			if o.from != "" || o.to != "" {
+				rest += " (-offsets takes every dead letter in them, whatever its time: -from and -to chose by time)"
+			}
+			if sourcesCopied > 0 {
+				rest += " (a dead letter there of an input record met before the stop, the same gate-source, is counted as one to copy: a run over the whole range leaves it out)"
+			}
+		}
+		rest += "; nothing was copied: the copy is this command again without -dry-run, over the whole range"
+	} else if rerr != nil {
 		if r := restOffsets(rng.Offsets, parts); r != "" {
 			rest = "; to go on from where it stopped: " + o.again(r)
 			if o.from != "" || o.to != "" {
