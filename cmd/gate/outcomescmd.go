@@ -208,7 +208,12 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if !until.IsZero() {
 		span = "from " + minute(from) + " to " + minute(until)
 	}
-	if read.FoldedUnread != nil {
+	switch {
+	case read.FoldedPartly:
+		// Its leader gone mid-read: the team's own partitions were read whole, and its
+		// history stands; only the folded records past where that read stopped are missed.
+		fmt.Fprintf(stderr, "gate outcomes: the rows of no team were not read whole (%v): records of the intervals %s folded past the gates' GATE_OUTCOMES_MAX_ROWS, if any, are counted only as far as it read\n", read.FoldedUnread, span)
+	case read.FoldedUnread != nil:
 		fmt.Fprintf(stderr, "gate outcomes: the rows of no team were not read (%v): records of the intervals %s folded past the gates' GATE_OUTCOMES_MAX_ROWS, if any, are not counted\n", read.FoldedUnread, span)
 	}
 	if folded > 0 {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -847,5 +849,89 @@ func TestOutcomesHistoryPrintsIntervalsBetweenSeconds(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("history of 1.5s intervals lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// A team's history needs its own partitions only; the partition of the rows of no team
+// (the folded rows', keyed by the empty key) is read beside them for the folded records.
+// When that partition's leader dies mid-read (its broker down, no replica to take over),
+// the history is printed all the same, exit status 0, and stderr names the partition
+// not read whole, as when it cannot be listed at the start: the command failed whole,
+// "reading outcomes partition 1: nothing fetched for 10s and its offsets cannot be
+// listed", though the team's partition was read to its end.
+func TestOutcomesTeamReadsOnWhenTheNoTeamPartitionDiesMidRead(t *testing.T) {
+	t.Parallel() // it waits out the read's stall, 10 s, on a cluster of its own
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for p := range int32(2) {
+		if err := c.MoveTopicPartition("outcomes", p, p); err != nil { // partition p led by broker p
+			t.Fatal(err)
+		}
+	}
+	partOf := func(key []byte) int32 {
+		return int32(kgo.StickyKeyPartitioner(nil).ForTopic("outcomes").Partition(&kgo.Record{Key: key}, 2))
+	}
+	noTeam := partOf([]byte{})
+	team := ""
+	for i := 0; team == ""; i++ {
+		if k := "t" + strconv.Itoa(i); partOf([]byte(k)) != noTeam {
+			team = k
+		}
+	}
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	own := testRow(at, team, team, "", "accepted", "allowed", 100)
+	own.Partition = 1 - noTeam
+	cl := kafkaClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(t.Context(), own).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Folded rows, each a batch of its own, more than one fetch of 1 KiB takes.
+	for i := range 40 {
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/" + strconv.Itoa(i), Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+			Outcome: "overflow", Reason: "rate_limited", Records: 1, Folded: true}
+		rec := &kgo.Record{Topic: "outcomes", Partition: noTeam, Key: []byte{}, Value: outcome.AppendJSON(nil, &r)}
+		if err := cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The no-team partition's broker answers its first three fetches (some of its rows
+	// read), then nothing: its fetches and listings fail as a dead broker's connection does.
+	var fetches atomic.Int32
+	var down atomic.Bool
+	gone := func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == noTeam && down.Load() {
+			return nil, errors.New("broker down"), true
+		}
+		return nil, nil, false
+	}
+	c.ControlKey(int16(kmsg.ListOffsets), gone)
+	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		if c.CurrentNode() == noTeam && fetches.Add(1) > 3 {
+			down.Store(true)
+		}
+		return gone(r)
+	})
+	env := map[string]string{"GATE_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "GATE_OUTCOMES_TOPIC": "outcomes",
+		"GATE_KAFKA_FETCH_MAX_BYTES": "1024"}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{team}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes %s (partition %d) with the no-team partition %d dead mid-read: %v\n%s", team, 1-noTeam, noTeam, err, stderr.String())
+	}
+	t.Logf("gate outcomes %s:\n%s%s", team, stdout.String(), stderr.String())
+	if !strings.Contains(stdout.String(), "team "+team+": 100 records") {
+		t.Errorf("gate outcomes %s: want its 100 records:\n%s", team, stdout.String())
+	}
+	if got := stderr.String(); !strings.Contains(got, "the rows of no team were not read whole") || !strings.Contains(got, "outcomes partition "+strconv.Itoa(int(noTeam))) {
+		t.Errorf("gate outcomes %s: want stderr naming partition %d, the rows of no team not read whole:\n%s", team, noTeam, got)
+	}
+	// The folded rows read before the broker died are counted still.
+	if got := stderr.String(); !regexp.MustCompile(`at least [1-9]\d* records? of the intervals .* (were|was) folded`).MatchString(got) {
+		t.Errorf("gate outcomes %s: want the folded records read before the stop said:\n%s", team, got)
 	}
 }

@@ -42,7 +42,8 @@ var ErrNoPartitions = errors.New("the topic is listed with no partitions (being 
 // goes on from what is left; a partition whose rows from since on may be among those
 // retention deleted before, in Trimmed. A partition it reads whose offsets cannot be
 // listed, at the start or once it sent nothing for stallAfter, fails the read, naming
-// it; one it does not read (another team's) holds up nothing.
+// it; one it does not read (another team's) holds up nothing; for one team, the folded
+// rows' partition, when it is none of the team's, is left out instead (FoldedUnread).
 //
 // Memory: the rows are the caller's to keep or not; Scan remembers a 16-byte hash of each
 // row it passes (to know a row written again: a retry after an answer lost), 35 to 56
@@ -193,6 +194,17 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 		seen[id] = struct{}{}
 		each(row)
 	}
+	// leaveFolded stops the read of the folded rows' partition, when it is no partition of
+	// the team's, that failed mid-read (its leader gone): the team's history needs only
+	// its own partitions, and the command failed whole for the folded rows alone (a
+	// review). The rows read of it before stay passed; why, in FoldedUnread.
+	leaveFolded := func(err error) {
+		read.FoldedUnread = fmt.Errorf("read to offset %d of %d: %w", next[folded], left[folded], err)
+		read.FoldedPartly = true
+		delete(left, folded)
+		delete(open, folded) // its transactions' rows, whose markers will not be read
+		cl.RemoveConsumePartitions(map[string][]int32{topic: {folded}})
+	}
 	for len(left) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, stallAfter)
 		fs := cl.PollFetches(pctx)
@@ -204,8 +216,12 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			return read, fmt.Errorf("reading %s: %w", topic, err)
 		}
 		if stalled {
-			if err := answering(ctx, adm, topic, left); err != nil {
+			foldedErr, err := answering(ctx, adm, topic, left, folded)
+			if err != nil {
 				return read, err
+			}
+			if foldedErr != nil {
+				leaveFolded(foldedErr)
 			}
 			continue
 		}
@@ -219,10 +235,22 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 				outOfRange = append(outOfRange, p)
 				return
 			}
+			if _, ok := left[p]; ok && p == folded {
+				leaveFolded(fmt.Errorf("reading %s partition %d: %w", topic, p, err))
+				return
+			}
 			ferr = fmt.Errorf("reading %s partition %d: %w", topic, p, err)
 		})
 		if ferr != nil {
 			return read, ferr
+		}
+		if i := slices.Index(outOfRange, folded); i >= 0 && folded >= 0 {
+			// Apart from the team's: its offsets gone, and the partition now ending
+			// below them (a broker lost records), it is left, not the read failed.
+			outOfRange = slices.Delete(outOfRange, i, i+1)
+			if err := skipGone(ctx, cl, adm, topic, []int32{folded}, next, left, &read); err != nil {
+				leaveFolded(err)
+			}
 		}
 		if len(outOfRange) > 0 {
 			if err := skipGone(ctx, cl, adm, topic, outOfRange, next, left, &read); err != nil {
@@ -319,9 +347,12 @@ type Scanned struct {
 	// the oldest row left, after since: rows since then may be among those deleted.
 	Trimmed []Trimmed
 	// FoldedUnread, for one team's Scan, is why the partition of the rows of no team
-	// (keyed by the empty key: the folded rows) was not read: it could not be listed.
-	// Nil when it was read, or is one of the team's.
+	// (keyed by the empty key: the folded rows) was not read: it could not be listed; or,
+	// FoldedPartly, not read whole: it failed mid-read (its leader gone), the rows read of
+	// it before passed. Nil when it was read, or is one of the team's, whose failure fails
+	// the Scan.
 	FoldedUnread error
+	FoldedPartly bool
 }
 
 // Trimmed is a partition the read began at its start, retention having deleted the rows
@@ -399,14 +430,21 @@ const stallAfter = 10 * time.Second
 // client retries its fetches for ever: the read fails naming it, rather than waiting for
 // the caller's limit, which says nothing of the partition. Scan reads uncommitted, so no
 // open transaction holds a partition back: one that answers is read on.
-func answering(ctx context.Context, adm *kadm.Client, topic string, left map[int32]int64) error {
+// The folded rows' partition (folded, -1 for none) is judged apart: foldedErr, when it
+// does not answer.
+func answering(ctx context.Context, adm *kadm.Client, topic string, left map[int32]int64, folded int32) (foldedErr, err error) {
 	lctx, cancel := context.WithTimeout(ctx, stallAfter)
 	defer cancel()
 	l, err := adm.ListEndOffsets(lctx, topic)
 	if ctx.Err() != nil {
-		return fmt.Errorf("reading %s: %w", topic, ctx.Err())
+		return nil, fmt.Errorf("reading %s: %w", topic, ctx.Err())
 	}
-	return Unanswered(topic, slices.Sorted(maps.Keys(left)), l, err, stallAfter)
+	parts := slices.Sorted(maps.Keys(left))
+	if i := slices.Index(parts, folded); i >= 0 {
+		parts = slices.Delete(parts, i, i+1)
+		foldedErr = Unanswered(topic, []int32{folded}, l, err, stallAfter)
+	}
+	return foldedErr, Unanswered(topic, parts, l, err, stallAfter)
 }
 
 // Unanswered is an error for each of parts that a listing of topic's offsets (l, err:
