@@ -256,3 +256,94 @@ done`,
 		})
 	}
 }
+
+// filterPattern is a regexp of a GitHub Actions filter pattern (on.push.tags and the
+// like): * any characters but /, ** any, ? zero or one of the character before, + one or
+// more of it, [..] one of a set or range; the rest literal ("." too).
+func filterPattern(t *testing.T, pat string) *regexp.Regexp {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(pat); i++ {
+		switch c := pat[i]; c {
+		case '*':
+			if i+1 < len(pat) && pat[i+1] == '*' {
+				b.WriteString(".*")
+				i++
+				continue
+			}
+			b.WriteString("[^/]*")
+		case '?', '+':
+			b.WriteByte(c)
+		case '[':
+			end := strings.IndexByte(pat[i:], ']')
+			if end < 0 {
+				t.Fatalf("filter pattern %q: [ not closed", pat)
+			}
+			b.WriteString(pat[i : i+end+1])
+			i += end
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(b.String())
+}
+
+// The release workflow runs on the tags make release makes (vX.Y.Z: tools/release takes
+// x.y.z only, no pre-release) and on no other: on any v* tag (vfoo, a v1 moved along the
+// releases) it ran and failed at its release-notes step, CHANGELOG.md having no section
+// for it, a red run for a tag that was never a release.
+func TestReleaseRunsOnReleaseTagsOnly(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, ".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		On struct {
+			Push struct {
+				Tags []string `yaml:"tags"`
+			} `yaml:"push"`
+		} `yaml:"on"`
+	}
+	if err := yaml.Unmarshal(b, &w); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.On.Push.Tags) == 0 {
+		t.Fatal("release.yml: no on.push.tags")
+	}
+	runs := func(tag string) bool {
+		for _, p := range w.On.Push.Tags {
+			if !strings.HasPrefix(p, "!") && filterPattern(t, p).MatchString(tag) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tag := range []string{"v0.1.0", "v0.8.0", "v1.10.3", "v10.0.12"} {
+		if !runs(tag) {
+			t.Errorf("release.yml (tags %q) does not run on the release tag %s", w.On.Push.Tags, tag)
+		}
+	}
+	for _, tag := range []string{"vfoo", "v1", "v1.2", "v0.9.0-rc.1", "version-2", "v1.2.3/x", "x/v1.2.3"} {
+		if runs(tag) {
+			t.Errorf("release.yml (tags %q) runs on %s, which make release never tags", w.On.Push.Tags, tag)
+		}
+	}
+}
+
+// The filter patterns are read as GitHub Actions reads them (its docs' examples).
+func TestFilterPattern(t *testing.T) {
+	for _, c := range []struct {
+		pat, tag string
+		want     bool
+	}{
+		{"v*", "vfoo", true}, {"v*", "v1/2", false}, {"v**", "v1/2", true},
+		{"v[0-9]+.[0-9]+.[0-9]+", "v10.2.3", true}, {"v[0-9]+.[0-9]+.[0-9]+", "v1x2.3", false},
+		{"v[0-9]+.[0-9]+.[0-9]+", "v.2.3", false}, {"v2*", "v23", true}, {"ab?c", "ac", true},
+	} {
+		if got := filterPattern(t, c.pat).MatchString(c.tag); got != c.want {
+			t.Errorf("%q matches %q: %v, want %v", c.pat, c.tag, got, c.want)
+		}
+	}
+}
