@@ -1,16 +1,21 @@
 package helm
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	engine "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/template"
 )
 
 // outLabels returns the labels the series of e's result keep: all (whatever its selectors
@@ -179,5 +184,65 @@ func TestOutLabels(t *testing.T) {
 		if all || !slices.Equal(got, want) {
 			t.Errorf("outLabels(%s) = %v %v, want %v", expr, all, got, want)
 		}
+	}
+}
+
+// TestFleetAbsentAlertNamesTheNamespace: GateFleetAbsent, absent(up{<selector>}), fires
+// with the labels of its selector's equality matchers only. With a prometheusRule.selector
+// that has no namespace matcher (job="ingest/gate-capture-gate", as values.yaml suggests)
+// it fired with no namespace label, which Alertmanager routes by, and said "no gate of
+// gate-capture-gate is scraped ()". It carries the release's namespace, and says it; a
+// selector's own namespace matcher is the alert's namespace, as before.
+func TestFleetAbsentAlertNamesTheNamespace(t *testing.T) {
+	for _, tc := range []struct{ selector, want string }{
+		{``, "ingest"},
+		{`job="ingest/gate-capture-gate"`, "ingest"},
+		{`job=~"ingest/gate-.*", namespace=~"ing.*"`, "ingest"},
+		{`namespace="ingest-b", job="gate"`, "ingest-b"},
+	} {
+		vals := mergeValues(readValues(t, "testdata/defaults.yaml"),
+			mustParse(t, fmt.Sprintf("prometheusRule: {enabled: true, selector: %q}", tc.selector)))
+		u, _ := promRule(t, vals)
+		var rule map[string]any
+		for _, g := range u.Object["spec"].(map[string]any)["groups"].([]any) {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				if r := r.(map[string]any); r["alert"] == "GateFleetAbsent" {
+					rule = r
+				}
+			}
+		}
+		if rule == nil {
+			t.Fatalf("selector %q: no GateFleetAbsent", tc.selector)
+		}
+		// No gate scraped: the alert fires, with its series' labels and the rule's over them,
+		// as Prometheus labels an alert.
+		fired := queryAt(t, rule["expr"].(string), "  up{namespace=\"elsewhere\", job=\"other\"} 1x10\n", 5)[0]
+		if len(fired) != 1 {
+			t.Fatalf("selector %q: GateFleetAbsent (%s) returned %d series with no gate scraped, want 1", tc.selector, rule["expr"], len(fired))
+		}
+		lbls := fired[0].Metric.Map()
+		for k, v := range rule["labels"].(map[string]any) {
+			lbls[k] = fmt.Sprint(v)
+		}
+		if lbls["namespace"] != tc.want {
+			t.Errorf("selector %q: GateFleetAbsent fires with labels %v, want namespace=%q", tc.selector, lbls, tc.want)
+		}
+		// Its description as Prometheus expands it, from the series' labels (not the rule's).
+		data := template.AlertTemplateData(fired[0].Metric.Map(), nil, "", engine.Sample{F: 1})
+		text := "{{$labels := .Labels}}{{$value := .Value}}" + rule["annotations"].(map[string]any)["description"].(string)
+		desc, err := template.NewTemplateExpander(context.Background(), text, "GateFleetAbsent", data, 0, nil, nil, nil).Expand()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(desc, "("+tc.want+")") {
+			t.Errorf("selector %q: GateFleetAbsent's description does not name namespace %s: %s", tc.selector, tc.want, desc)
+		}
+	}
+	// prometheusRule.alertLabels' own namespace is the alert's, written once.
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"),
+		mustParse(t, "prometheusRule: {enabled: true, selector: 'job=\"gate\"', alertLabels: {namespace: oncall}}"))
+	_, spec := promRule(t, vals)
+	if n := strings.Count(string(spec), "namespace: oncall"); n != len(allAlerts) || strings.Contains(string(spec), "namespace: ingest") {
+		t.Errorf("alertLabels {namespace: oncall}: %d alerts labelled so (want %d), or another namespace label:\n%s", n, len(allAlerts), spec)
 	}
 }
