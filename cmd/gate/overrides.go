@@ -100,7 +100,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	// delete takes the empty team: an entry written by hand can hold one, and it makes
 	// every gate refuse the whole hash until it is removed.
-	if verb == "set" && team == "" || (verb == "set" || verb == "delete") && team == overrides.MarkerField {
+	if verb == "set" && team == "" || (verb == "set" || verb == "delete") && (team == overrides.MarkerField || team == overrides.VersionField) {
 		return badValue(fmt.Sprintf("team %q cannot be overridden", team))
 	}
 

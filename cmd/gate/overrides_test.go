@@ -158,6 +158,8 @@ func TestOverridesCommand(t *testing.T) {
 		{[]string{"list", "x"}, "list takes no arguments", true},
 		{[]string{"purge"}, `unknown action "purge"`, true},
 		{[]string{"set", ".updated", "5"}, "cannot be overridden", false},
+		{[]string{"set", ".version", "5"}, "cannot be overridden", false},
+		{[]string{"delete", ".version"}, "cannot be overridden", false},
 	} {
 		_, stderr, err := do(tt.args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || cli.ExitCode(err) != 2 || strings.Contains(stderr, "Usage: gate overrides") != tt.usage {
@@ -392,6 +394,7 @@ func TestOverridesRunbookCopyRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(dst, ".updated")
+	delete(dst, overrides.VersionField) // written by gate overrides set
 	for team, lim := range dst {
 		if src[team] != lim {
 			t.Errorf("written back: %q = %s, which the copied hash does not hold (it holds %q)", team, lim, src[team])
@@ -523,6 +526,7 @@ func TestOverridesRunbookRulesCopyRestores(t *testing.T) {
 			t.Fatal(err)
 		}
 		delete(dst, ".updated")
+		delete(dst, overrides.VersionField) // written by gate overrides set
 		if fmt.Sprint(dst) != fmt.Sprint(src) {
 			t.Errorf("written back with the runbook's %s: %s holds %v, want %v", how, read, dst, src)
 		}
@@ -608,8 +612,8 @@ func TestOverridesSetRefusesGrowingPastMaxEntries(t *testing.T) {
 		!strings.Contains(err.Error(), "GATE_OVERRIDES_MAX_ENTRIES") {
 		t.Errorf("set a third team with GATE_OVERRIDES_MAX_ENTRIES=2: stdout %q, err %v (exit %d); want it refused, exit status 1", out, err, cli.ExitCode(err))
 	}
-	if n, err := rs.Client(t).HLen(context.Background(), "cap:overrides").Result(); err != nil || n != 3 { // a, b and the marker
-		t.Errorf("cap:overrides holds %d fields (%v), want 3: nothing written", n, err)
+	if n, err := rs.Client(t).HLen(context.Background(), "cap:overrides").Result(); err != nil || n != 4 { // a, b, the marker and the version
+		t.Errorf("cap:overrides holds %d fields (%v), want 4: nothing written", n, err)
 	}
 	if out, err := do("list"); err != nil || !strings.Contains(out, "2 live overrides") {
 		t.Errorf("list after the refused set: %q %v", out, err)

@@ -36,6 +36,16 @@
 //     hash is back, even one the gate refuses (an invalid entry, too large, changing:
 //     a refresh error of that cause). A hash that never existed is the normal state of a fleet without
 //     live overrides: debug level only.
+//   - An older set is reported: SetWithin and Delete raise the hash's version
+//     (VersionField) with each change, in the same script. A read whose version is lower
+//     than the one of the set this gate applied is a regression: a failover to a replica
+//     that lacked the last writes. The gate applies it all the same, as every gate reading
+//     the hash does (a gate that restarts reads it too, and a fleet split between two sets
+//     would be worse), but logs a warning naming both versions, once per regression, and
+//     counts it (gate_overrides_version_regressions_total): the lost changes are the
+//     operator's to make again (gate overrides set, delete). A hash without a version
+//     (written by an older gate, or restored by hand) and a hash written anew after it
+//     was lost start the count again, without a warning.
 //   - An empty live set is representable: the hash's marker field (MarkerField), kept by
 //     SetWithin and Delete, makes a hash with no team in it exist, which clears the live set.
 //     (Redis deletes a hash whose last field goes, so without it "deleted the last
@@ -75,6 +85,12 @@ import (
 // RFC 3339 with nanoseconds. Its presence is what tells an empty live set from a missing
 // hash, and its change during a read what tells a read to be made again.
 const MarkerField = ".updated"
+
+// VersionField is the second hash field that is not a team: a count that SetWithin and
+// Delete raise by one with each change, in the same script as the change. It tells an
+// older set (a failover to a replica that lacked the last writes) from a newer one, which
+// the marker's time cannot: operators' clocks differ.
+const VersionField = ".version"
 
 // DefaultInterval is how often the hash is read when Config.Interval is zero.
 const DefaultInterval = 60 * time.Second
@@ -173,6 +189,9 @@ type Refresher struct {
 
 	mu   sync.Mutex // serialises refreshes
 	live map[string]int64
+	// version is live's VersionField (0: none, or nothing read since the hash was lost):
+	// a later read of a lower one is a regression.
+	version int64
 	// lastOK is when live was last read (zero: never), what lastSuccess shows; a reload's
 	// refresher inherits it with the set.
 	lastOK time.Time
@@ -191,6 +210,7 @@ type Refresher struct {
 	liveTeams   prometheus.Gauge
 	lastSuccess prometheus.Gauge
 	hashMissing prometheus.Gauge
+	regressions prometheus.Counter
 	errs        *prometheus.CounterVec
 }
 
@@ -247,6 +267,10 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 			Name: "gate_overrides_hash_missing",
 			Help: "Whether the live overrides hash this gate read before is gone (Redis restarted empty, a lossy failover), the gate keeping the last set it read: 1 while it is, else 0.",
 		}),
+		regressions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gate_overrides_version_regressions_total",
+			Help: "Reads of the live overrides hash at a lower version than the set this gate applied before (a failover to a replica that lacked the last writes), applied as read: the lost changes must be made again.",
+		}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_overrides_refresh_errors_total",
 			Help: "Refreshes that kept the current overrides, by cause: redis (unreachable, timeout), missing (a hash read before is gone: not counted for one that never existed), invalid (an entry is not a valid limit, or the key is not a hash), too_large (more teams than GATE_OVERRIDES_MAX_ENTRIES), changing (changed under two reads in a row).",
@@ -257,7 +281,7 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 	}
 	r.loaded.Set(float64(len(lim.Overrides())))
 	if reg != nil {
-		for _, c := range []prometheus.Collector{r.loaded, r.liveTeams, r.lastSuccess, r.hashMissing, r.errs} {
+		for _, c := range []prometheus.Collector{r.loaded, r.liveTeams, r.lastSuccess, r.hashMissing, r.regressions, r.errs} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering overrides metrics: %w", err)
 			}
@@ -379,6 +403,14 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		r.back(-1, err)
 		return err
 	}
+	version := Version(h)
+	if version > 0 && version < r.version {
+		// Applied all the same (see the package documentation), said at once: a team's
+		// raised limit reverting, or a removed block coming back, would go unseen.
+		r.regressions.Inc()
+		r.log.Warn("live overrides hash is older than the set applied before (a failover to a replica that lacked the last writes?); applying it as every gate reading it does: make the lost changes again with gate overrides set or delete (runbook: Overrides hash older)",
+			"key", r.cfg.Key, "read_version", version, "applied_version", r.version, "live", len(live), "applied_live", len(r.live))
+	}
 	// A set equal to the one in force is not applied again: at a million teams, that
 	// saves each gate two copies of it a minute, and the limiter's cached thresholds.
 	changed := !maps.Equal(live, r.live)
@@ -392,7 +424,7 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 			r.log.Info("live overrides applied", "key", r.cfg.Key, "live", len(live), "effective", len(merged))
 		}
 	}
-	r.live = live
+	r.live, r.version = live, version
 	r.liveTeams.Set(float64(len(live)))
 	r.lastOK = time.Now()
 	r.lastSuccess.Set(float64(r.lastOK.Unix()))
@@ -449,7 +481,7 @@ func (r *Refresher) apply(live map[string]int64) (map[string]int64, error) {
 // it lost if it was.
 func (r *Refresher) Inherit(old *Refresher) error {
 	old.mu.Lock()
-	live, since, lastOK := maps.Clone(old.live), old.missingSince, old.lastOK
+	live, since, lastOK, version := maps.Clone(old.live), old.missingSince, old.lastOK, old.version
 	old.mu.Unlock()
 	if live == nil || old.cfg.Key != r.cfg.Key {
 		return nil
@@ -459,7 +491,7 @@ func (r *Refresher) Inherit(old *Refresher) error {
 	if _, err := r.apply(live); err != nil {
 		return err
 	}
-	r.live, r.missingSince, r.lastOK = live, since, lastOK
+	r.live, r.missingSince, r.lastOK, r.version = live, since, lastOK, version
 	r.firstDone()
 	r.liveTeams.Set(float64(len(live)))
 	if !lastOK.IsZero() {
@@ -482,6 +514,8 @@ func (r *Refresher) missing() {
 		return
 	}
 	r.hashMissing.Set(1)
+	// A hash written anew starts its versions again: no regression.
+	r.version = 0
 	if r.missingSince.IsZero() {
 		r.missingSince = time.Now()
 	}
@@ -568,27 +602,32 @@ func readOnce(ctx context.Context, c redis.UniversalClient, key string, maxEntri
 // head is what a read checks before and after its scan: the hash's length (0: no
 // hash) and its marker.
 type head struct {
-	len       int64
-	marker    string
-	hasMarker bool
+	len        int64
+	marker     string
+	hasMarker  bool
+	hasVersion bool
 }
 
-// teams is how many of n fields are teams: all but the marker.
+// teams is how many of n fields are teams: all but the marker and the version.
 func (hd head) teams(n int64) int64 {
 	if hd.hasMarker {
-		return n - 1
+		n--
+	}
+	if hd.hasVersion {
+		n--
 	}
 	return n
 }
 
-// readHead reads HLEN and the marker in one round trip; a missing marker (redis.Nil)
-// is not an error.
+// readHead reads HLEN, the marker and whether there is a version in one round trip; a
+// missing marker or version (redis.Nil) is not an error.
 func readHead(ctx context.Context, c redis.UniversalClient, key string) (head, error) {
 	var n *redis.IntCmd
-	var m *redis.StringCmd
+	var m, v *redis.StringCmd
 	_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		n = p.HLen(ctx, key)
 		m = p.HGet(ctx, key, MarkerField)
+		v = p.HGet(ctx, key, VersionField)
 		return nil
 	})
 	err := n.Err()
@@ -604,22 +643,35 @@ func readHead(ctx context.Context, c redis.UniversalClient, key string) (head, e
 		}
 		return head{}, fmt.Errorf("reading %s: %w", key, err)
 	}
-	if err := m.Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return head{}, fmt.Errorf("reading %s: %w", key, err)
+	for _, c := range []*redis.StringCmd{m, v} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return head{}, fmt.Errorf("reading %s: %w", key, err)
+		}
 	}
-	return head{len: n.Val(), marker: m.Val(), hasMarker: m.Err() == nil}, nil
+	return head{len: n.Val(), marker: m.Val(), hasMarker: m.Err() == nil, hasVersion: v.Err() == nil}, nil
 }
 
 func tooLarge(key string, teams int64, maxEntries int) error {
 	return fmt.Errorf("%w: %s holds %d teams, more than the %d allowed (GATE_OVERRIDES_MAX_ENTRIES)", ErrTooLarge, key, teams, maxEntries)
 }
 
-// Parse reads a hash's fields into team limits, skipping MarkerField. Any entry that is
+// Version returns a hash's VersionField, 0 when it has none (written by an older gate, or
+// restored by hand) or one that is not a whole number above 0 (edited by hand): no
+// version to compare.
+func Version(h map[string]string) int64 {
+	v, err := strconv.ParseInt(h[VersionField], 10, 64)
+	if err != nil || v < 1 {
+		return 0
+	}
+	return v
+}
+
+// Parse reads a hash's fields into team limits, skipping MarkerField and VersionField. Any entry that is
 // not a whole number from 1 to limit.MaxThreshold, or an empty team, fails the whole set.
 func Parse(h map[string]string) (map[string]int64, error) {
 	out := make(map[string]int64, len(h))
 	for team, v := range h {
-		if team == MarkerField {
+		if team == MarkerField || team == VersionField {
 			continue
 		}
 		n, err := ParseLimit(v)
@@ -643,15 +695,21 @@ func ParseLimit(s string) (int64, error) {
 	return n, nil
 }
 
-// setWithinScript is SetWithin: HSET of the team and the marker (ARGV[1] to ARGV[4]), unless
-// the team is not in the hash and the hash holds ARGV[5] teams already, as a read counts
-// them (HLEN, less the marker): then it writes nothing and returns how many it holds; -1
-// once written. The count and the write are one command, so no other write comes between.
+// setWithinScript is SetWithin: HSET of the team and the marker (ARGV[1] to ARGV[4]), and
+// of the version (ARGV[6]) one higher, unless the team is not in the hash and the hash
+// holds ARGV[5] teams already, as a read counts them (HLEN, less the marker and the
+// version): then it writes nothing and returns how many it holds; -1 once written. The
+// count and the write are one command, so no other write comes between. The version is
+// raised with HGET and HSET, which an ACL for the script grants already (not HINCRBY);
+// one that is not a number (edited by hand) starts again at 1.
 var setWithinScript = redis.NewScript(`
 local n = redis.call('HLEN', KEYS[1])
 if n > 0 and redis.call('HGET', KEYS[1], ARGV[3]) then n = n - 1 end
+local v = redis.call('HGET', KEYS[1], ARGV[6])
+if v then n = n - 1 end
 if not redis.call('HGET', KEYS[1], ARGV[1]) and n >= tonumber(ARGV[5]) then return n end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+v = math.max(math.floor(tonumber(v) or 0), 0) + 1
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], string.format('%d', v))
 return -1`)
 
 // SetWithin writes one team's live limit, and the marker, in the hash at key, which the
@@ -662,7 +720,7 @@ return -1`)
 // checked apart, two operators adding a team each to a hash one short of the maximum both
 // passed the check, and the hash ended over it.
 func SetWithin(ctx context.Context, c redis.UniversalClient, key, team string, lim int64, now time.Time, maxEntries int) (int64, error) {
-	if team == "" || team == MarkerField {
+	if team == "" || team == MarkerField || team == VersionField {
 		return 0, fmt.Errorf("team %q cannot be overridden", team)
 	}
 	if _, err := ParseLimit(strconv.FormatInt(lim, 10)); err != nil {
@@ -671,7 +729,7 @@ func SetWithin(ctx context.Context, c redis.UniversalClient, key, team string, l
 	if maxEntries <= 0 {
 		maxEntries = DefaultMaxEntries
 	}
-	n, err := setWithinScript.Run(ctx, c, []string{key}, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano), maxEntries).Int64()
+	n, err := setWithinScript.Run(ctx, c, []string{key}, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano), maxEntries, VersionField).Int64()
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
 		// Said as a read says it: the script's error adds its hash and line to Redis's.
 		return 0, fmt.Errorf("setting %s: %w: %s: delete it, and set overrides with gate overrides set", team, ErrNotHash, key)
@@ -685,12 +743,16 @@ func SetWithin(ctx context.Context, c redis.UniversalClient, key, team string, l
 	return 0, nil
 }
 
-// deleteScript is Delete: HDEL and the marker, in a hash that exists only. The marker
-// moves only when a team went: it is when the live set last changed (gate overrides list).
+// deleteScript is Delete: HDEL and the marker, and the version (ARGV[4]) one higher, in a
+// hash that exists only. The marker and the version move only when a team went: the
+// marker is when the live set last changed (gate overrides list).
 var deleteScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local n = redis.call('HDEL', KEYS[1], ARGV[1])
-if n > 0 then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) end
+if n > 0 then
+  local v = math.max(math.floor(tonumber(redis.call('HGET', KEYS[1], ARGV[4])) or 0), 0) + 1
+  redis.call('HSET', KEYS[1], ARGV[2], ARGV[3], ARGV[4], string.format('%d', v))
+end
 return n`)
 
 // Delete removes one team's live limit, keeping the marker so an empty set stays
@@ -699,7 +761,7 @@ return n`)
 // make it an empty live set, and every gate that kept the set of a lost hash would drop
 // it.
 func Delete(ctx context.Context, c redis.UniversalClient, key, team string, now time.Time) (bool, error) {
-	n, err := deleteScript.Run(ctx, c, []string{key}, team, MarkerField, now.UTC().Format(time.RFC3339Nano)).Int64()
+	n, err := deleteScript.Run(ctx, c, []string{key}, team, MarkerField, now.UTC().Format(time.RFC3339Nano), VersionField).Int64()
 	if err != nil {
 		return false, fmt.Errorf("deleting %s from %s: %w", team, key, err)
 	}

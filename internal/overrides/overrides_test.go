@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -641,5 +643,135 @@ func TestSetRefusedSaysWhy(t *testing.T) {
 				t.Errorf("SetWithin on a Redis refusing writes (%s): %v, want Redis's %s", tt.how, err, tt.want)
 			}
 		})
+	}
+}
+
+// A failover to a replica that lacked the last writes to the hash has the refresher read
+// an older set than the one it applied. It applies what Redis holds (every gate reading
+// the hash agrees; one that restarts would read it too), but says so once, naming both
+// versions, and counts it (gate_overrides_version_regressions_total): before, a team's
+// raised limit silently reverted. Two real servers stand for the primary and the lagging
+// replica; the client's dialer moves to the second when the first dies, as a Sentinel
+// client's does. A hash without a version (written by an older gate, or restored by hand)
+// and one written anew after it was lost are no regression.
+func TestOlderHashAfterFailoverIsReported(t *testing.T) {
+	t.Parallel()
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	ctx := context.Background()
+	// The replica had the first write only.
+	for _, w := range []struct {
+		c    redis.UniversalClient
+		team string
+		lim  int64
+	}{{primary.Client(t), "x", 5}, {primary.Client(t), "x", 50}, {primary.Client(t), "y", 7}, {replica.Client(t), "x", 5}} {
+		if err := setOverride(ctx, w.c, key, w.team, w.lim, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var addr atomic.Value
+	addr.Store(primary.Addr())
+	c := redis.NewClient(&redis.Options{Addr: "current-primary", Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr.Load().(string))
+	}})
+	t.Cleanup(func() { c.Close() })
+	var logs lockedBuffer
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := New(Config{Key: key, Timeout: 10 * time.Second}, lim, c, reg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	regressions := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "gate_overrides_version_regressions_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return -1 // not registered
+	}
+	refresh := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := r.Refresh(ctx)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: refresh: %v", what, err)
+			}
+			time.Sleep(20 * time.Millisecond) // a poll's pace: the client reconnects meanwhile
+		}
+	}
+	refresh("the primary")
+	if got, want := lim.Overrides(), map[string]int64{"x": 50, "y": 7}; !maps.Equal(got, want) {
+		t.Fatalf("overrides from the primary %v, want %v", got, want)
+	}
+
+	// Failover: the primary dies, the client reconnects to the promoted replica.
+	addr.Store(replica.Addr())
+	primary.Stop(t)
+	refresh("the promoted replica")
+	if got, want := lim.Overrides(), map[string]int64{"x": 5}; !maps.Equal(got, want) {
+		t.Errorf("overrides after the failover %v, want what Redis holds now, %v", got, want)
+	}
+	refresh("the promoted replica again")
+	warned := logs.lines(t, "live overrides hash is older")
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings that the hash is older than the set applied, want 1 (once): %v", len(warned), warned)
+	}
+	if w := warned[0]; w["level"] != "WARN" || w["read_version"] != float64(1) || w["applied_version"] != float64(3) || w["key"] != key {
+		t.Errorf("warning %v: want level WARN, key %s, read_version 1, applied_version 3", w, key)
+	}
+	if got := regressions(); got != 1 {
+		t.Errorf("gate_overrides_version_regressions_total = %v, want 1", got)
+	}
+
+	// Re-applied with gate overrides set: newer again, nothing to say.
+	cr := replica.Client(t)
+	if err := setOverride(ctx, cr, key, "x", 50, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	refresh("the set re-applied")
+	// A hash without a version: written by an older gate, or restored by hand.
+	if err := cr.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cr.HSet(ctx, key, "x", 9, MarkerField, "2026-01-01T00:00:00Z").Err(); err != nil {
+		t.Fatal(err)
+	}
+	refresh("a hash without a version")
+	if err := setOverride(ctx, cr, key, "x", 10, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	refresh("a version written over a hash without one")
+	// A hash lost and written anew starts its versions again.
+	if err := cr.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatalf("refresh of the lost hash: %v", err)
+	}
+	if err := setOverride(ctx, cr, key, "x", 11, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	refresh("a hash written anew")
+	if got, want := lim.Overrides(), map[string]int64{"x": 11}; !maps.Equal(got, want) {
+		t.Errorf("overrides at the end %v, want %v", got, want)
+	}
+	if got := logs.lines(t, "live overrides hash is older"); len(got) != 1 {
+		t.Errorf("%d warnings that the hash is older, want still the one of the failover: %v", len(got), got)
+	}
+	if got := regressions(); got != 1 {
+		t.Errorf("gate_overrides_version_regressions_total = %v at the end, want still 1", got)
 	}
 }

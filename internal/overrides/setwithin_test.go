@@ -32,8 +32,18 @@ func TestSetWithinKeepsTheMaximum(t *testing.T) {
 	if _, err := SetWithin(ctx, c, key, "b", 9, time.Now(), 2); err != nil {
 		t.Errorf("a team already in a full hash: %v", err)
 	}
-	if h, err := c.HGetAll(ctx, key).Result(); err != nil || len(h) != 3 || h["b"] != "9" || h[MarkerField] == "" {
-		t.Errorf("hash %v (%v), want a=5, b=9 and the marker", h, err)
+	// The version counts the writes made, not the one refused.
+	if h, err := c.HGetAll(ctx, key).Result(); err != nil || len(h) != 4 || h["b"] != "9" || h[MarkerField] == "" || h[VersionField] != "3" {
+		t.Errorf("hash %v (%v), want a=5, b=9, the marker and version 3", h, err)
+	}
+	// A delete raises it too, one of an absent team does not.
+	for _, team := range []string{"a", "a"} {
+		if _, err := Delete(ctx, c, key, team, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := c.HGet(ctx, key, VersionField).Result(); err != nil || v != "4" {
+		t.Errorf("version after a delete %q (%v), want 4", v, err)
 	}
 	if err := c.Set(ctx, "gate:other", "x", 0).Err(); err != nil {
 		t.Fatal(err)
