@@ -81,3 +81,59 @@ func TestLostHashBackButUnusableClearsMissing(t *testing.T) {
 		t.Errorf("%d lines that the hash is back, want 2: %v", len(got), got)
 	}
 }
+
+// A lost hash written back whose merged set the limiter refuses (apply's error, after
+// Parse took it) is back too: gate_overrides_hash_missing clears, as for the other
+// refusals of a hash that is there. No hash reaches it today (Parse and the limiter take
+// the same range, GATE_OVERRIDES is checked at start), so the base set is made one the
+// limiter refuses, after the first read.
+func TestLostHashBackButRefusedByTheLimiterClearsMissing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	var logs lockedBuffer
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t)
+	r, err := New(Config{Key: key}, lim, c, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setOverride(ctx, c, key, "x", 5, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatalf("refresh of the lost hash: %v", err)
+	}
+	if got := testutil.ToFloat64(r.hashMissing); got != 1 {
+		t.Fatalf("gate_overrides_hash_missing = %v with the hash lost, want 1", got)
+	}
+	r.cfg.Base = map[string]int64{"b": 0} // no threshold the limiter takes
+	if err := setOverride(ctx, c, key, "x", 6, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.ToFloat64(r.errs.WithLabelValues(CauseInvalid))
+	if err := r.Refresh(ctx); err == nil {
+		t.Fatal("refresh of a set the limiter refuses succeeded")
+	}
+	if got := testutil.ToFloat64(r.errs.WithLabelValues(CauseInvalid)); got != before+1 {
+		t.Errorf("refresh errors of cause invalid: %v, want %v", got, before+1)
+	}
+	if got := testutil.ToFloat64(r.hashMissing); got != 0 {
+		t.Errorf("gate_overrides_hash_missing = %v with the hash back, refused by the limiter, want 0", got)
+	}
+	if got, want := lim.Overrides(), map[string]int64{"x": 5}; !maps.Equal(got, want) {
+		t.Errorf("overrides %v, want the last set read, %v", got, want)
+	}
+	if got := logs.lines(t, "live overrides hash is back, but cannot be used"); len(got) != 1 {
+		t.Errorf("%d lines that the hash is back but cannot be used, want 1: %v", len(got), got)
+	}
+}

@@ -33,8 +33,8 @@
 //     restarted empty, a failover to a replica that never had it), the gate keeps the
 //     last set it read, sets gate_overrides_hash_missing to 1 and logs a warning at
 //     once, then at most every MissingLogInterval while it lasts; both clear when the
-//     hash is back, even one the gate refuses (an invalid entry, too large, changing:
-//     a refresh error of that cause). A hash that never existed is the normal state of a fleet without
+//     hash is back, even one the gate refuses (an invalid entry, a set the limiter
+//     refuses, too large, changing: a refresh error of that cause). A hash that never existed is the normal state of a fleet without
 //     live overrides: debug level only.
 //   - An older set is reported: SetWithin and Delete raise the hash's version
 //     (VersionField) with each change, in the same script. A read whose version is lower
@@ -418,6 +418,7 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		merged, err := r.apply(live)
 		if err != nil {
 			r.errs.WithLabelValues(CauseInvalid).Inc()
+			r.back(-1, err) // refused as an invalid entry is: the hash is there
 			return err
 		}
 		if changed {
