@@ -77,6 +77,7 @@ type Gate struct {
 	redirects *tick.Redirects   // on Redis Cluster, the client's redirects, shared by the rule sets' ticks
 	fleet     *tick.Fleet       // the gate's count of its fleet, shared by the rule sets' ticks
 	evictions *tick.Evictions   // the gate's watch of Redis's evictions, shared by the rule sets' ticks
+	warnings  *tick.Warnings    // the clock check's and the limits agreement's warnings, shared by the rule sets' ticks
 	unwritten *tick.Unwritten   // what retired rule sets' ticks hold unwritten, added to the others' reads
 	dropped   *tick.Dropped     // gate_limiter_dropped_counts_total, shared by the rule sets' ticks
 
@@ -196,6 +197,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
 		g.fleet = tick.NewFleet()
 		g.evictions = tick.NewEvictions()
+		g.warnings = tick.NewWarnings()
 		g.unwritten = tick.NewUnwritten()
 		// On the gate's registry, not a generation's: a retired rule set's tick drops
 		// counts after the gate stopped showing its metrics (tick.Dropped).

@@ -110,6 +110,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	scfg.Redirects = g.redirects
 	scfg.Fleet = g.fleet
 	scfg.Evictions = g.evictions
+	scfg.Warnings = g.warnings
 	scfg.Unwritten = g.unwritten
 	scfg.Dropped = g.dropped
 	var descs []ruleDesc

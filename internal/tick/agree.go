@@ -101,12 +101,10 @@ const agreeWarnAfter = 3
 // agreeWarnEvery is how often the warning is repeated while the fleet disagrees.
 const agreeWarnEvery = 10 * time.Minute
 
-// agreeCheck is the state of the fleet's agreement as this gate last saw it.
+// agreeCheck is the tick's part of the fleet's agreement.
 type agreeCheck struct {
-	hash   string // this gate's limits' hash (LimitsHash of Config.LiveLimits)
-	split  int    // checks in a row that saw several hashes
-	warned bool   // a warning was logged since the fleet last agreed
-	warn   *throttle.Every
+	hash string    // this tick's limits' hash (LimitsHash of Config.LiveLimits)
+	run  *agreeRun // Config.Warnings's, or the tick's own
 }
 
 // checkAgreement adds this gate's limits' hash to the minute's key and counts the hashes
@@ -119,7 +117,6 @@ func (t *Ticker) checkAgreement(ctx context.Context, now time.Time) {
 	}
 	if a.hash == "" {
 		a.hash = LimitsHash(t.cfg.LiveLimits)
-		a.warn = throttle.NewEvery(agreeWarnEvery, t.clockCheck.wall)
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
@@ -142,26 +139,36 @@ func (t *Ticker) checkAgreement(ctx context.Context, now time.Time) {
 	}
 	hashes := hashesOf(v)
 	t.m.limitVariants.Set(float64(len(hashes)))
+	r := a.run
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warn == nil {
+		r.warn = throttle.NewEvery(agreeWarnEvery, t.clockCheck.wall)
+	}
+	if r.read == minute {
+		return // counted by this minute's earlier check
+	}
+	r.read = minute
 	if len(hashes) <= 1 {
-		if a.warned {
-			a.warn.Reset() // a split after this one is told of at once
+		if r.warned {
+			r.warn.Reset() // a split after this one is told of at once
 			t.log.Info("the fleet's gates enforce the same limits again", "redis_prefix", t.cfg.KeyPrefix, "limits_hash", a.hash)
 		}
-		a.split, a.warned = 0, false
+		r.split, r.warned = 0, false
 		return
 	}
-	a.split++
-	if a.split < agreeWarnAfter {
+	r.split++
+	if r.split < agreeWarnAfter {
 		return
 	}
-	if ok, _ := a.warn.Allow(); !ok {
+	if ok, _ := r.warn.Allow(); !ok {
 		return
 	}
-	a.warned = true
+	r.warned = true
 	others := slices.DeleteFunc(slices.Clone(hashes), func(h string) bool { return h == a.hash })
 	t.log.Warn("the fleet's gates enforce different limits under one Redis prefix: its counters are counted in different ways, so teams are limited too early or too late; "+
 		"find the gates whose start or rules line has another limits_hash and give every gate the same rules file and GATE_* limits (docs/operations.md, GateFleetLimitsDisagree)",
-		"redis_prefix", t.cfg.KeyPrefix, "limits_hash", a.hash, "other_hashes", others, "minutes", a.split)
+		"redis_prefix", t.cfg.KeyPrefix, "limits_hash", a.hash, "other_hashes", others, "minutes", r.split)
 }
 
 // hashesOf reads a minute's key: its hashes, each once, in the order added.

@@ -56,6 +56,8 @@ type clockCheck struct {
 	// fleet whose ACL lacks +time would never learn a threshold, where the warning
 	// already asks for +time.
 	refused bool
+	// shared: Config.Warnings, whose paces init takes in place of the tick's own.
+	shared *Warnings
 }
 
 // init sets what c was not given, at its first use: here, not in New, so that a test's
@@ -64,10 +66,10 @@ func (c *clockCheck) init() {
 	if c.wall == nil {
 		c.wall = clock.Real{}
 	}
-	if c.warnTime == nil {
-		c.warnTime = throttle.NewEvery(10*time.Minute, c.wall)
-		c.warnSkew = throttle.NewEvery(10*time.Minute, c.wall)
-		c.warnProfiles = throttle.NewEvery(10*time.Minute, c.wall)
+	if c.warnTime == nil && c.shared != nil {
+		c.warnTime, c.warnSkew, c.warnProfiles = c.shared.paces(c.wall)
+	} else if c.warnTime == nil {
+		c.warnTime, c.warnSkew, c.warnProfiles = newClockPaces(c.wall)
 	}
 }
 

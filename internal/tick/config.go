@@ -99,6 +99,11 @@ type Config struct {
 	// one's drops are counted where the gate's metrics show them. Nil: the tick makes its
 	// own, with its metrics.
 	Dropped *Dropped
+	// Warnings, when set, is the pace of the clock check's warnings and the run of checks
+	// the fleet's disagreement on limits is warned after (NewWarnings), shared by a gate's
+	// successive rule sets' ticks: a new one neither repeats a warning just given nor
+	// starts that run again. Nil: the tick's own.
+	Warnings *Warnings
 }
 
 // Defaults for Config.

@@ -65,7 +65,7 @@ type Ticker struct {
 	fleet         *Fleet          // Run's count of the fleet (fleet.go): Config.Fleet, or its own
 	split         splitTick       // a split tick between its write and read phases
 	clockCheck                    // Run's, once a minute
-	agree         agreeCheck      // the fleet's agreement on limits, checked with the live key (agree.go)
+	agree         agreeCheck      // the fleet's agreement on limits, checked with the live key (agree.go); its run Config.Warnings's, or its own
 	fleetWarn     *throttle.Every // the fleet count's refusals, said at most every fleetWarnEvery
 	evictionWatch *evictionWatch  // Run's, once a minute, after the clock check (evictwatch.go): Config.Evictions's, or its own
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
@@ -242,6 +242,9 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	}
 	if t.evictionWatch = new(evictionWatch); cfg.Evictions != nil {
 		t.evictionWatch = &cfg.Evictions.w
+	}
+	if t.agree.run = new(agreeRun); cfg.Warnings != nil {
+		t.agree.run, t.clockCheck.shared = &cfg.Warnings.agree, cfg.Warnings
 	}
 	// A gate's later rule set starts at the fleet its earlier one found, not at one.
 	t.applyFleet(t.fleet.Size())
