@@ -96,6 +96,9 @@ type Gate struct {
 	primeMu sync.Mutex
 	// pending is the generation a reload has built and not put in use yet (RunTick).
 	pending *generation
+	// built is the generation the reloader's check built (checkReload), for RunTick to
+	// put in use; RunTick's goroutine's, which runs the check.
+	built *generation
 }
 
 // primePause is how long priming rests after a prime whose tick failed.

@@ -181,3 +181,51 @@ func TestRulesReloadRetiredCountsWrittenAsTheGateStops(t *testing.T) {
 		t.Errorf("Redis holds %d of t1's 150 records after the gate stopped (keys %v), want 150\n%s", sum, keys, logs)
 	}
 }
+
+// A changed rules file that parses but whose rules cannot be built (no file reaches this
+// today: the test breaks the gate's Redis mode after its start) is refused as a bad file
+// is: the rules in use stay, gate_rules_file_valid is 0, the refusal is counted once and
+// logged once. Built after the reloader had taken it, it left gate_rules_file_valid at 1
+// and was counted as put in use (a review).
+func TestRulesReloadThatCannotBeBuiltRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cfg := rulesConfig(t, srv.URL(), teamRule)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	g, err := New(cfg, log, Options{Writer: "reload-unbuilt", RulesReload: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read by the next generation's build alone: its tick refuses the mode.
+	g.cfg.RedisMode = "ring"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	first := g.gen.Load()
+
+	writeRules(t, cfg.RulesFile, teamRule+"  - {name: other, key: json:team_id, limits: [1m:7]}\n")
+	waitFor(t, "the edit that cannot be built to be read", func() bool { return strings.Contains(logs.String(), `mode \"ring\"`) })
+	// A few more reads of the same file: still refused, counted and logged once.
+	for range 3 {
+		if _, _, ok := g.CheckRulesNow(ctx); !ok {
+			t.Fatal("the rules file not read")
+		}
+	}
+	if g.gen.Load() != first {
+		t.Fatalf("rules that cannot be built were put in use: %+v", g.CurrentRules())
+	}
+	if v := gaugeValue(t, g, "gate_rules_file_valid"); v != 0 {
+		t.Errorf("gate_rules_file_valid %v while the edit cannot be built, want 0", v)
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "error"); got != 1 {
+		t.Errorf("the refusal counted %v times, want once", got)
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "ok"); got != 1 {
+		t.Errorf("gate_rules_loads_total{result=ok} %v, want 1 (the start's read alone)", got)
+	}
+	if n := strings.Count(logs.String(), `mode \"ring\"`); n != 1 {
+		t.Errorf("the refusal logged %d times, want once:\n%s", n, logs.String())
+	}
+}

@@ -70,7 +70,7 @@ func (g *Gate) ruleSet(cfg config.Config, o Options, log *slog.Logger) (*rules.S
 	}
 	g.reload = cmp.Or(o.RulesReload, rules.DefaultReloadInterval)
 	r, err := rules.NewReloader(cfg.RulesFile, cfg.RulesOptions(), rules.ReloadOptions{Interval: g.reload, Clock: o.Clock, Log: log.With("component", "rules"), Reg: g.Reg,
-		Check: g.checkRuleTopics})
+		Check: g.checkReload})
 	if err != nil {
 		return nil, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
 	}
@@ -184,6 +184,29 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	}
 	gen.topics = set.Topics()
 	return gen, nil
+}
+
+// checkReload is the reloader's check of a changed rule set (rules.ReloadOptions.Check):
+// its rule topics (checkRuleTopics), then its parts, built now and kept (g.built) for
+// RunTick to put in use. A set whose parts cannot be built is refused as a bad file is
+// (gate_rules_file_valid 0, counted and logged once, the rules in use kept): built after
+// the reloader had taken it, it was counted as put in use with the gauge at 1, and the
+// reloader's set was not the one in use (a review).
+func (g *Gate) checkReload(ctx context.Context, set *rules.Set) error {
+	if err := g.checkRuleTopics(ctx, set); err != nil {
+		return err
+	}
+	// Under primeMu: a prime's marks are either in the old limiters before the copy,
+	// or in gen's too (pending) after it.
+	g.primeMu.Lock()
+	defer g.primeMu.Unlock()
+	gen, err := g.newGeneration(set)
+	if err != nil {
+		g.gens-- // numbers the generations built, and this one is not
+		return fmt.Errorf("building its rules: %w", err)
+	}
+	g.pending, g.built = gen, gen
+	return nil
 }
 
 // checkRuleTopics checks, before a reloaded rule set is put in use, that each of its
@@ -352,20 +375,9 @@ func (g *Gate) RunTick(ctx context.Context) {
 			}
 			continue
 		}
-		set := g.reloader.Current()
-		// Under primeMu: a prime's marks are either in the old limiters before the copy,
-		// or in gen's too (pending) after it.
-		g.primeMu.Lock()
-		gen, err := g.newGeneration(set)
-		g.pending = gen
-		g.primeMu.Unlock()
-		if err != nil {
-			g.log.Error("rules file reloaded but its rules cannot be built; the rules in use stay", "file", set.Source, "err", err)
-			if reply != nil {
-				reply <- "changed but its rules cannot be built: the rules in use stay (see the error line)"
-			}
-			continue
-		}
+		// Built by the reloader's check (checkReload), which took no other set since.
+		gen := g.built
+		g.built = nil
 		old, oldStop := g.gen.Load(), stop
 		// From its next tick's writes on, what the old tick cannot write is added to the
 		// new one's reads: they drop from the level what the new limiters inherited, and
