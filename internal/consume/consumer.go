@@ -191,6 +191,9 @@ type Consumer struct {
 	// the new one's. Nothing is committed meanwhile (errInputDoubt).
 	inputDoubt      atomic.Bool
 	compactedWarned atomic.Bool // compactedWarnings asked (preflight.go)
+	// compactedKept are the compacted topics the gate keeps keys on that were warned of
+	// (warnCompactedKept): at start, or at a rules reload naming one, each once.
+	compactedKept compactedKept
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -348,12 +349,36 @@ func (c *Consumer) compactedWarnings(settings map[string]map[string]string) {
 				"the record refused by every topic) and keeps only the last dead letter of each key; set cleanup.policy=delete on it",
 				"topic", t, "cleanup.policy", policy)
 		default:
-			c.log.Warn("kafka: an output topic is compacted: the gate keeps the record key on it, so it refuses an input record without a key "+
-				"(INVALID_RECORD: the record goes to the dead-letter topic) and keeps only the last record of each key; "+
-				"set cleanup.policy=delete on it unless every input record has a key and only the last of each is wanted",
-				"topic", t, "cleanup.policy", policy)
+			c.warnCompactedKept(t, policy)
 		}
 	}
+}
+
+// compactedKept is the set of topics warnCompactedKept warned of, safe for concurrent
+// use: the preflight's and a rules reload's checks (CheckTopics) each add to it.
+type compactedKept struct {
+	mu   sync.Mutex
+	said map[string]bool
+}
+
+// warnCompactedKept warns, once a topic, that topic t, an output or rule topic the gate
+// keeps the record key on, is compacted (cleanup.policy policy): see compactedWarnings.
+func (c *Consumer) warnCompactedKept(t, policy string) {
+	k := &c.compactedKept
+	k.mu.Lock()
+	said := k.said[t]
+	if k.said == nil {
+		k.said = map[string]bool{}
+	}
+	k.said[t] = true
+	k.mu.Unlock()
+	if said {
+		return
+	}
+	c.log.Warn("kafka: an output topic is compacted: the gate keeps the record key on it, so it refuses an input record without a key "+
+		"(INVALID_RECORD: the record goes to the dead-letter topic) and keeps only the last record of each key; "+
+		"set cleanup.policy=delete on it unless every input record has a key and only the last of each is wanted",
+		"topic", t, "cleanup.policy", policy)
 }
 
 // problemCompacted prefixes the problems key of a topic, written without keys, found

@@ -245,12 +245,10 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		return !ok
 	})
 	before := c.batchLimitsOf(known)
-	// With cleanup.policy in the same request when the rules' records have no key: a
-	// compacted topic refuses every one (readOutputSettings).
-	names := []string{"max.message.bytes"}
-	if c.rulesKeyless() {
-		names = append(names, "cleanup.policy")
-	}
+	// With cleanup.policy in the same request: when the rules' records have no key, a
+	// compacted topic refuses every one (readOutputSettings); when they keep it, one is
+	// warned of as at start (compactedWarnings), where a reload said nothing.
+	names := []string{"max.message.bytes", "cleanup.policy"}
 	var settings map[string]map[string]string
 	if ask := slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic }); len(ask) > 0 {
 		var readErrs map[string]error
@@ -258,11 +256,14 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		c.mergeBatchLimits(intSetting(settings, "max.message.bytes"), readErrs, err)
 	}
 	c.sayBatchLimitChanges(known, before)
-	if c.rulesKeyless() {
-		for _, t := range topics {
-			if policy := settings[t]["cleanup.policy"]; compacted(policy) {
-				errs = append(errs, &TopicError{Topic: t, Kind: "compacted", Problem: compactedProblem(t, policy)})
-			}
+	for _, t := range topics {
+		policy := settings[t]["cleanup.policy"]
+		switch {
+		case !compacted(policy):
+		case c.rulesKeyless():
+			errs = append(errs, &TopicError{Topic: t, Kind: "compacted", Problem: compactedProblem(t, policy)})
+		case t != c.cfg.DeadLetterTopic: // the dead-letter topic has the preflight's warning of its own
+			c.warnCompactedKept(t, policy)
 		}
 	}
 	return errors.Join(errs...)

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,8 +67,11 @@ func TestPreflightCompactedKeylessTopic(t *testing.T) {
 
 // TestCheckTopicsCompactedRuleTopic: a rules reload naming a topic of its own that is
 // compacted is refused, the topic and the setting named, when the gate drops the key of
-// the rules' records (as of overflow ones); with the key kept it passes. Before, the
-// reload was put in use and every record of the rule went to the dead-letter topic.
+// the rules' records (as of overflow ones); with the key kept it passes, warned of as the
+// preflight warns of a compacted topic the gate keeps keys on, once however often the
+// topic is checked. Before, the reload was put in use and every record of the rule went
+// to the dead-letter topic; and with the key kept nothing was said until a record without
+// a key was refused.
 func TestCheckTopicsCompactedRuleTopic(t *testing.T) {
 	const audit = "audit"
 	for _, keepKey := range []bool{false, true} {
@@ -81,7 +85,8 @@ func TestCheckTopicsCompactedRuleTopic(t *testing.T) {
 				env.ccfg.KeylessTopics = []string{ovfTopic}
 			}
 			env.ccfg.RuleTopics = route.NewTopicWatch(ovfTopic)
-			c, err := New(env.ccfg, nil, nil, nil, nil)
+			logs := &syncBuffer{}
+			c, err := New(env.ccfg, nil, nil, nil, slog.New(slog.NewJSONHandler(logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,8 +100,19 @@ func TestCheckTopicsCompactedRuleTopic(t *testing.T) {
 				t.Errorf("a compacted rule topic: %v, want a refusal naming it and cleanup.policy", err)
 			}
 			// One request, both settings: before, max.message.bytes then cleanup.policy.
-			if got := asked(); !keepKey && (len(got) != 1 || !slices.Equal(got[0], []string{"cleanup.policy", "max.message.bytes"})) {
+			if got := asked(); len(got) != 1 || !slices.Equal(got[0], []string{"cleanup.policy", "max.message.bytes"}) {
 				t.Errorf("the check asked %v, want [[cleanup.policy max.message.bytes]]", got)
+			}
+			if !keepKey {
+				return
+			}
+			// The rule's topic checked again (another reload naming it): said once.
+			if err := c.CheckTopics(t.Context(), []string{audit}); err != nil {
+				t.Fatal(err)
+			}
+			const warning = "an output topic is compacted: the gate keeps the record key on it"
+			if n := strings.Count(logs.String(), warning); n != 1 || !strings.Contains(logs.String(), `"topic":"audit"`) {
+				t.Errorf("%d warnings of the compacted rule topic the gate keeps keys on, want 1 naming it; log:\n%s", n, logs.String())
 			}
 		})
 	}
