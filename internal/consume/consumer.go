@@ -194,6 +194,10 @@ type Consumer struct {
 	// compactedKept are the compacted topics the gate keeps keys on that were warned of
 	// (warnCompactedKept): at start, or at a rules reload naming one, each once.
 	compactedKept compactedKept
+	// refusesKeyless holds the topics the gate writes without keys that the last read
+	// of their settings found compacted (checkCompacted), nil when none: a record
+	// without a key to one goes to dead letter unsent (deadLetterUnsent).
+	refusesKeyless atomic.Pointer[[]keylessRefusal]
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

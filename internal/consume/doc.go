@@ -20,7 +20,9 @@
 //     only a record refused on its own moves on, to the dead-letter topic stamped now
 //     (reason rejected), then there without its value; one refused even so is
 //     undeliverable, and Config.OnUndeliverable stops its partition (not ready, named)
-//     or skips it (logged, counted). Never an endless retry.
+//     or skips it (logged, counted). Never an endless retry. A record without a key to
+//     a topic written without keys that the last read of its settings found compacted
+//     is refused for sure: it goes to dead letter unsent (deadLetterUnsent).
 //   - One key's records keep their input order on their output topic through the
 //     retries of failures the broker may cure (a leader moving, a timeout): routing
 //     holds while a record awaits its retry, and retries go out in the order the client

@@ -402,14 +402,62 @@ func (c *Consumer) checkCompacted(ctx context.Context, settings map[string]map[s
 	}) {
 		c.log.Info("kafka: an output topic found compacted is no longer, or no longer written without keys")
 	}
+	// Topics not described this time are left as they were, as their problems are.
+	var refuses []keylessRefusal
+	if prev := c.refusesKeyless.Load(); prev != nil {
+		for _, r := range *prev {
+			if _, read := settings[r.topic]; !read && c.keyless(r.topic) {
+				refuses = append(refuses, r)
+			}
+		}
+	}
 	for _, t := range slices.Sorted(maps.Keys(settings)) {
 		if !c.keyless(t) {
 			continue
 		}
 		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
 			c.logProblem(ctx, problemCompacted+t, "kafka: "+compactedProblem(t, policy)+"; the gate is not ready until it is", "topic", t)
+			refuses = append(refuses, keylessRefusal{topic: t, err: &compactedRefusal{policy: policy}})
 		}
 	}
+	if len(refuses) == 0 {
+		c.refusesKeyless.Store(nil)
+	} else {
+		c.refusesKeyless.Store(&refuses)
+	}
+}
+
+// keylessRefusal is a topic that refuses every record without a key, and the error a
+// dead letter of such a record names (checkCompacted).
+type keylessRefusal struct {
+	topic string
+	err   error
+}
+
+// compactedRefusal is the error of a record without a key to a compacted topic, which
+// the gate did not send: Kafka's INVALID_RECORD, which it would have answered, with why.
+type compactedRefusal struct{ policy string }
+
+func (e *compactedRefusal) Error() string {
+	return fmt.Sprintf("%v (not sent: the topic is compacted, cleanup.policy=%s, and the record has no key)", kerr.InvalidRecord, e.policy)
+}
+
+func (e *compactedRefusal) Unwrap() error { return kerr.InvalidRecord }
+
+// knownRefusal returns the error topic is known to refuse a record without a key with
+// (refusesKeyless), nil when none. Asked of keyless records only: an atomic load when
+// no topic is compacted, else a scan of the few that are.
+func (c *Consumer) knownRefusal(topic string) error {
+	rs := c.refusesKeyless.Load()
+	if rs == nil {
+		return nil
+	}
+	for _, r := range *rs {
+		if r.topic == topic {
+			return r.err
+		}
+	}
+	return nil
 }
 
 // topicsMetadata asks the brokers of cl about topics, with the gate's permissions on

@@ -277,6 +277,9 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 			}
 			return
 		}
+		// Refused in its batch (the first refusal) and known by now to be refused alone
+		// too: its dead letter, in this round's batch rather than a round trip alone.
+		c.deadLetterUnsent(f)
 		f.alone = f.isolate
 		if f.alone {
 			// Alone: what this round produced before it must be answered first, and
@@ -334,6 +337,32 @@ func (c *Consumer) backoff(attempts int) time.Duration {
 	limit := int64(backoffCap(attempts))
 	d := c.cfg.Jitter(limit + 1)
 	return time.Duration(min(max(d, 0), limit))
+}
+
+// deadLetterUnsent makes f, a record as routed, its dead letter when it has no key and
+// its topic is known to refuse such a record (compacted: knownRefusal), as a refusal of
+// it alone would (advance): the same stage, reason, gate-error-detail (the topic and
+// error, which says why), rerouted count and log line, without the round trips of a
+// produce refused in its batch and again alone. The first refusal still takes those:
+// it is how a topic made compacted at runtime is found (logRerouted). It reports
+// whether f was made a dead letter. With exactly-once the rerouted count waits for the
+// broker to take the dead letter (onProducedTxn): a transaction aborted routes it again.
+func (c *Consumer) deadLetterUnsent(f *failed) bool {
+	if f.out.Key != nil || f.stage != stageRouted {
+		return false
+	}
+	err := c.knownRefusal(f.out.Topic)
+	if err == nil {
+		return false
+	}
+	topic := f.out.Topic
+	f.out = *c.deadLetterRecord(f.in, topic, err, stageDeadLetter, refusedBefore(f.in, &f.out))
+	f.err, f.stage, f.isolate, f.moved = err, stageDeadLetter, false, false
+	if !c.exactlyOnce() {
+		c.m.countRerouted(stageDeadLetter)
+	}
+	c.logRerouted(topic, err)
+	return true
 }
 
 // retryRecord returns the record to produce for f's next attempt: the same record, or
@@ -544,7 +573,7 @@ func (l *rerouteLog) allow(topic, reason string) (bool, int) {
 // otherwise only show in gate_records_rerouted_total.
 func (c *Consumer) logRerouted(topic string, err error) {
 	if ok, n := c.rerouteLog.allow(topic, errorName(err)); ok {
-		if c.keyless(topic) && (errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)) {
+		if c.refusedKeyless(topic, err) {
 			// Likely made compacted since the last read of its settings: read them now,
 			// so that the gate is not ready, the topic named (checkCompacted), within a
 			// round trip rather than at the next read, up to TopicConfigInterval later.
@@ -554,6 +583,12 @@ func (c *Consumer) logRerouted(topic string, err error) {
 		c.log.Warn("kafka: an output topic refuses records for good; they go to the dead-letter topic (reason rejected, stripped of their value when the dead-letter topic refuses them; the topic and error in gate-error-detail): check the topic's settings if it goes on",
 			"topic", topic, "err", err, "records", n)
 	}
+}
+
+// refusedKeyless reports a refusal (err) by topic, written without keys, that a
+// compacted topic gives a record without a key.
+func (c *Consumer) refusedKeyless(topic string, err error) bool {
+	return c.keyless(topic) && (errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage))
 }
 
 // rereadTopicsSoon asks the output watch to read the topics' settings again now

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -336,5 +337,116 @@ func describedTopics(env *gateEnv) func() [][]string {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(asked)
+	}
+}
+
+// TestKnownCompactedKeylessStraightToDeadLetter: once the topics' settings read has
+// found the overflow topic compacted (the gate not ready, the topic named), a keyless
+// overflow record, which the topic refuses (INVALID_RECORD), goes straight to the
+// dead-letter topic with the reason, headers and counts a refusal gives it, in both
+// delivery modes: nothing is sent to the topic. Before, each such record was still
+// produced there, in its batch and then alone, refused twice before its dead letter
+// (exactly-once: a transaction aborted for each step).
+func TestKnownCompactedKeylessStraightToDeadLetter(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			const n = 20
+			env := newEnv(t, 1)
+			env.ccfg.Delivery = d
+			env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+			env.ccfg.KeylessTopics = []string{ovfTopic}
+			env.ccfg.DeadLetterTopic = dlqTopic
+			env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+			g := env.start(t, "a")
+			waitFor(t, 20*time.Second, "ready", g.c.Ready)
+			setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
+			// kfake takes a record without a key on a compacted topic; Kafka refuses it.
+			refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
+			waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+				return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+			})
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-1")
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+			}
+			dls := out.recs[dlqTopic]
+			if len(dls) < n-2 || len(out.recs[ovfTopic]) != 0 {
+				t.Fatalf("%d dead letters and %d overflow records of %d: want every overflow record dead-lettered", len(dls), len(out.recs[ovfTopic]), n)
+			}
+			if h := refused.Hits(); h != 0 {
+				t.Errorf("%d produce requests to the overflow topic known compacted, for %d keyless records: want none", h, len(dls))
+			}
+			for _, r := range dls {
+				detail := header(r, route.HeaderErrorDetail)
+				if header(r, route.HeaderError) != route.ReasonRejected || !strings.Contains(detail, "topic "+ovfTopic) ||
+					!strings.Contains(detail, "INVALID_RECORD") || !strings.Contains(detail, "compact") || !strings.Contains(detail, "no key") {
+					t.Fatalf("dead letter %s=%q %s=%q: want reason rejected, the topic, INVALID_RECORD and why (compacted, no key) named",
+						route.HeaderError, header(r, route.HeaderError), route.HeaderErrorDetail, detail)
+				}
+			}
+			waitCommitted(t, env.cluster, 1, 30*time.Second)
+			if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter")); got != float64(len(dls)) {
+				t.Errorf(`gate_records_rerouted_total{to="dead_letter"} = %v, want %d`, got, len(dls))
+			}
+			if got := recordsCounted(t, g.reg, "dead_letter", "rejected"); got != float64(len(dls)) {
+				t.Errorf(`gate_records_total{route="dead_letter",reason="rejected"} = %v, want %d`, got, len(dls))
+			}
+		})
+	}
+}
+
+// TestCompactedFoundNotRetriedOneAtATime: the keyless records an overflow topic made
+// compacted at runtime refuses in their batch (its first refusal, the topic not yet
+// known compacted) are retried alone, each a round trip, only until the settings read
+// the refusal asks for has found the topic compacted: the rest go to dead letter
+// unsent, in batches. Before, every one of them was produced alone there, refused, then
+// dead-lettered alone: a round trip or two a record.
+func TestCompactedFoundNotRetriedOneAtATime(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			const n = 60
+			env := newEnv(t, 1)
+			env.ccfg.Delivery = d
+			env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+			env.ccfg.KeylessTopics = []string{ovfTopic}
+			env.ccfg.DeadLetterTopic = dlqTopic
+			env.ccfg.TopicConfigInterval = time.Hour // found only through the refusal
+			g := env.start(t, "a")
+			waitFor(t, 20*time.Second, "ready", g.c.Ready)
+			setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
+			// kfake takes a record without a key on a compacted topic; Kafka refuses it.
+			refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-1")
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+			}
+			dls := len(out.recs[dlqTopic])
+			h := refused.Hits()
+			t.Logf("%d produce requests to the compacted overflow topic for %d keyless records", h, dls)
+			if h == 0 {
+				t.Fatal("the overflow topic refused no produce: the test tests nothing")
+			}
+			// A round trip alone for each record until the read lands; generous, for a
+			// loaded machine: the read is one round trip among them.
+			if h > dls/2 {
+				t.Errorf("%d produce requests to the compacted overflow topic for %d keyless records: want the records tried alone only until the topic is found compacted", h, dls)
+			}
+		})
 	}
 }

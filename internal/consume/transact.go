@@ -729,6 +729,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		f := &fs[i]
 		f.in = in
 		r, rerouted := c.reroutes[rerouteKey{w.p.id, in.Offset}]
+		unsent := false
 		switch {
 		case rerouted && r.stage == stageUndeliverable:
 			// Skipped (GATE_ON_UNDELIVERABLE=skip): committed past, not produced.
@@ -745,10 +746,11 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 				next = in.Offset + 1 // written nowhere: its outcome row counts it
 				continue
 			}
+			unsent = c.deadLetterUnsent(f) // a keyless record to a topic known compacted
 		}
 		f.b = b
 		produced++
-		if rerouted && r.isolate {
+		if rerouted && r.isolate && !unsent {
 			c.produceAlone(f)
 		} else {
 			c.txn.pending.Add(1)
@@ -804,6 +806,13 @@ func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 			c.router.CountDeadLettered() // as onProduced: taken, not only built
 		}
 	}
+	if f.stage > stageRouted && f.err != nil && !errors.Is(err, context.Canceled) {
+		// Made a dead letter unsent (deadLetterUnsent, which set err): counted as
+		// rerouted when the broker answers it, taken or refused (a refused one then
+		// moves on from the dead-letter stage: rememberRejected), as a refused record
+		// is counted once it moves; not when a cancelled routing drops it.
+		c.m.countRerouted(int(f.stage))
+	}
 	if errors.Is(err, context.Canceled) {
 		// Failed because the routing context ended (a revoke or loss, or the end of the
 		// shutdown's grace), as onProduced treats it: no broker error, nothing to count
@@ -834,6 +843,12 @@ func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 // rejected with others in a batch is not dead-lettered for their fault. It reports
 // whether any other failure remains, which only time may cure.
 func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
+	reread := false
+	defer func() {
+		if reread {
+			c.rereadTopicsSoon()
+		}
+	}()
 	for _, f := range fs {
 		if !rejected(f.err) || f.stage >= stageUndeliverable {
 			transient = true
@@ -852,6 +867,14 @@ func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
 			if moved {
 				c.m.countRerouted(stage)
 				c.logRerouted(f.out.Topic, f.err)
+			} else if c.refusedKeyless(f.out.Topic, f.err) && c.knownRefusal(f.out.Topic) == nil {
+				// Refused in its batch, maybe by a topic made compacted: its settings
+				// read now, as logRerouted does at the first record refused alone. The
+				// next transaction produces every such record alone, in turn, before
+				// any is rerouted; found compacted meanwhile, the rest go to dead letter
+				// unsent (deadLetterUnsent), not one round trip each. Once an aborted
+				// transaction.
+				reread = true
 			}
 		case c.cfg.OnUndeliverable == UndeliverableSkip:
 			c.skipUndeliverable(f.in, f.out.Topic, f.err)

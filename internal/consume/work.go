@@ -276,6 +276,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 			c.ackBatch(b, 1)
 			continue
 		}
+		c.deadLetterUnsent(f) // a keyless record to a topic known compacted
 		// Counted one by one as handed over, not for the poll at once: a routing that
 		// waits for the retries (holdRouting) must not count as records in flight, or
 		// the retries would wait for it in turn.
@@ -304,12 +305,13 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		c.producedOK(r.Topic)
 		retried, stage := f.attempts > 0, f.stage
 		c.ackBatch(f.b, 1) // f may be reused from here on
+		if stage > stageRouted {
+			// Counted only now that it is written: one refused there too may be
+			// written nowhere (undeliverable). Retried, or made a dead letter unsent
+			// (deadLetterUnsent).
+			c.router.CountDeadLettered()
+		}
 		if retried {
-			if stage > stageRouted {
-				// Counted only now that it is written: one refused there too may be
-				// written nowhere (undeliverable).
-				c.router.CountDeadLettered()
-			}
 			c.retryDone()
 		}
 		return
