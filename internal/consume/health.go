@@ -108,6 +108,7 @@ func (c *Consumer) undeliverable(f *failed) {
 		c.retryDone()
 		return
 	}
+	f.b.givenUp.Add(1) // never acknowledged: a wait for the stopped partition leaves it out
 	c.stopPartition(f.b.p, f.in, f.out.Topic, f.err)
 	c.retryDone() // given up: routing and polling go on for the other partitions
 }

@@ -1,11 +1,15 @@
 package consume
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -62,5 +66,88 @@ func TestShutdownNotHeldByLossLookup(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s")
+	}
+}
+
+// TestShutdownAwaitsStoppedPartitionsInFlight: at least once, a partition stopped at a
+// gap (GATE_ON_DATA_LOSS=stop) may still have records of its polls before the gap in
+// flight; the shutdown awaits them as any partition's (up to ShutdownTimeout), and the
+// final commit covers them: the partition's next owner starts at the gap, and they are
+// written once. Before, the shutdown skipped a stopped partition's records (as the
+// record an undeliverable stop leaves for good is never acknowledged): they were
+// abandoned unsaid ("abandoned_records":0), left uncommitted, and written again by the
+// next owner.
+func TestShutdownAwaitsStoppedPartitionsInFlight(t *testing.T) {
+	t.Parallel()
+	const first, inflight, more, deleted = 20, 10, 60, 40
+	env := newEnv(t, 1)
+	env.ccfg.OnDataLoss = DataLossStop
+	logs := &syncBuffer{}
+	env.logs = logs
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, first)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+
+	// The next produce to the accepted topic is held at the broker until released.
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var held atomic.Int64
+	accID := env.cluster.TopicInfo(accTopic).TopicID // produce v13 names topics by id
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
+			if (rt.Topic == accTopic || rt.TopicID == accID) && held.Add(1) == 1 {
+				env.cluster.SleepControl(func() { <-release })
+			}
+		}
+		return nil, nil, false
+	})
+	produceTo(t, prod, 0, 100, inflight) // ids 100..109 at offsets 20..29, their produce held
+	waitFor(t, 20*time.Second, "the produce of offsets 20..29 held", func() bool { return held.Load() > 0 })
+
+	// Then a gap at the gate's position, 30: its fetches fail while records are written
+	// past it and the first of them deleted.
+	pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	produceTo(t, prod, 0, 200, more)
+	if err := env.cluster.DeleteRecords(inTopic, 0, pos+deleted); err != nil {
+		t.Fatal(err)
+	}
+	hold.Remove()
+	want := fmt.Sprintf("partition %s/0 stopped at offset %d", inTopic, pos)
+	waitFor(t, 20*time.Second, "not ready, naming the partition stopped", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), "; "), want)
+	})
+
+	// Shut down with the produce still held. It is released when the gate leaves the
+	// group (the shutdown over: too late), or after a while (a shutdown that waits).
+	env.cluster.ControlKey(kmsg.LeaveGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		free()
+		return nil, nil, false
+	})
+	g.cancel()
+	g.cancel = nil
+	timer := time.AfterFunc(2*time.Second, free)
+	defer timer.Stop()
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s")
+	}
+	if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != pos {
+		t.Errorf("partition 0 committed at %v, want %d: the records before the gap, in flight at the shutdown, awaited and committed", gc.Offset, pos)
+	}
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"consumer stopped"`) || strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) {
+			t.Logf("%s", l)
+		}
 	}
 }

@@ -222,10 +222,17 @@ func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 		n = 0
 		rows := false
 		for _, p := range c.snapshot(ids) {
-			if !p.stopped.Load() { // a stopped partition's stuck record is never acknowledged
-				r, w := p.inFlight()
-				n, rows = n+r, rows || w
+			if p.stopped.Load() {
+				// Its records given up (the undeliverable record that stopped it, retries
+				// dropped) are never acknowledged; those still with the client, routed
+				// before it stopped (a data-loss stop), are awaited as any partition's,
+				// so that the commit after the wait covers them. Skipped whole, they were
+				// abandoned unsaid and written again by the partition's next owner.
+				n += p.awaitable()
+				continue
 			}
+			r, w := p.inFlight()
+			n, rows = n+r, rows || w
 		}
 		return n == 0 && !rows
 	})

@@ -263,6 +263,7 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 	mark := c.retry.pushes.Load()
 	for i, f := range items {
 		if f.b.p.givenUp() {
+			f.b.givenUp.Add(1)
 			c.retryDone() // the partition's new owner replays it, or it stopped before it
 			continue
 		}
@@ -296,6 +297,7 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 		if f.b.p.givenUp() {
 			// Revoked (or stopped) while this round waited: given up, as above, before
 			// its record is built (a rule's missing topic counted for it).
+			f.b.givenUp.Add(1)
 			c.retryDone()
 			continue
 		}

@@ -116,6 +116,11 @@ type batch struct {
 	// alone): those of a revoked partition's seals are what its revoke leaves unwritten.
 	seal bool
 	rows *sealBatch
+	// givenUp counts the batch's records given up unacknowledged, at least once: a
+	// retry dropped as its partition was released or stopped, an undeliverable record
+	// that stopped it. They are never acknowledged, so a wait for a stopped
+	// partition's records leaves them out (partition.awaitable).
+	givenUp atomic.Int64
 }
 
 func newPartition(topic string, id int32, m mono) *partition {
@@ -223,6 +228,22 @@ func (p *partition) inFlight() (records int64, rows bool) {
 		records += n
 	}
 	return records, rows
+}
+
+// awaitable returns how many of p's records are routed and not yet acknowledged but
+// may still be: inFlight's records without those given up (batch.givenUp). A stopped
+// partition's wait (waitInFlight) counts these: a data-loss stop (loss.go) leaves the
+// records of the polls before the gap in flight, which the broker acknowledges as any.
+func (p *partition) awaitable() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, b := range p.batches {
+		if !b.seal {
+			n += max(b.remaining.Load()-b.givenUp.Load(), 0)
+		}
+	}
+	return n
 }
 
 // oldestWaiting returns when the oldest batch of p not yet acknowledged was registered

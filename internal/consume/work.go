@@ -318,6 +318,7 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 	}
 	if f.b.p.released() {
 		// The new owner replays from the last commit.
+		f.b.givenUp.Add(1)
 		if f.attempts > 0 {
 			c.retryDone()
 		}
