@@ -746,7 +746,8 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 				next = in.Offset + 1 // written nowhere: its outcome row counts it
 				continue
 			}
-			unsent = c.deadLetterUnsent(f) // a keyless record to a topic known compacted
+			// A keyless record to a topic known compacted.
+			unsent = f.out.Key == nil && c.refusesKeyless.Load() != nil && c.deadLetterUnsent(f)
 		}
 		f.b = b
 		produced++

@@ -276,7 +276,9 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 			c.ackBatch(b, 1)
 			continue
 		}
-		c.deadLetterUnsent(f) // a keyless record to a topic known compacted
+		if f.out.Key == nil && c.refusesKeyless.Load() != nil {
+			c.deadLetterUnsent(f) // a keyless record to a topic known compacted
+		}
 		// Counted one by one as handed over, not for the poll at once: a routing that
 		// waits for the retries (holdRouting) must not count as records in flight, or
 		// the retries would wait for it in turn.
