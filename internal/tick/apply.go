@@ -63,6 +63,8 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 			}
 			vals := rc.cmd.Val()
 			at := 0
+			// Where a value that does not parse was read: in cluster mode its primary.
+			instance := t.laneInstance(i, p, rc.lane)
 			for _, rr := range rc.teams {
 				l := t.limits[rr.lim].l
 				base := at
@@ -80,7 +82,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					if err1 == nil {
 						epoch, v = rr.r.Epoch-1, vals[base+1]
 					}
-					t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, epoch), v, nil)
+					t.unreadable(instance, valueCounter, t.key(rr.lim, rr.r.Team, epoch), v, nil)
 					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
 					t.notePrimedMissed(res, rr.r, rr.lim)
@@ -101,13 +103,13 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				// The profile before the hold flag: a flag set under a learned threshold
 				// is judged by this gate's learned threshold, which a first look sets.
 				if len(pvals) > 0 {
-					t.applyProfile(i, rr, pvals, applyAt)
+					t.applyProfile(instance, rr, pvals, applyAt)
 				}
 				if v, ok := flag.(string); ok {
 					if f, ok := parseHold(rr.r.Team, v); ok {
 						l.ApplyHold(rr.r, f)
 					} else {
-						t.unreadable(i, valueHold, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team), v, nil)
+						t.unreadable(instance, valueHold, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team), v, nil)
 					}
 				}
 				t.m.drift.Observe(a.Drift)

@@ -2,7 +2,8 @@
 // wall clock, cuts its epochs) on its own clock, so one whose clock is off the fleet's
 // reads the others' counts a tick late, and nothing else says so. Before Run's first
 // tick, then once a minute in the time Run leaves between ticks (ending an eighth of an
-// interval before the next boundary), it reads the first instance's TIME, sets gate_limiter_clock_offset_seconds,
+// interval before the next boundary), it reads the first instance's TIME (a cluster's: the
+// live key's primary's, clockSource), sets gate_limiter_clock_offset_seconds,
 // and warns, at most every ten minutes, while the offset is over half the read delay by
 // more than half the round trip (what the measurement cannot tell apart), or TIME is
 // refused.
@@ -10,6 +11,7 @@
 package tick
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -89,7 +91,8 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	t.markLive(ctx, start)
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
-	theirs, err := t.instances[0].Time(cctx).Result()
+	asked, node := t.clockSource(cctx)
+	theirs, err := asked.Time(cctx).Result()
 	if err != nil {
 		if !timeRefused(err) {
 			// Redis out of reach, refusing every command (NOAUTH, WRONGPASS, LOADING...),
@@ -103,10 +106,10 @@ func (t *Ticker) checkClock(ctx context.Context) {
 		c.refused = true
 		// TIME alone refused: an ACL without +time (NOPERM), or the command renamed away,
 		// under which the offset is never measured and GateClockSkew can never fire.
-		t.countError(classify(err), "0")
+		t.countOn(classify(err), node)
 		if ok, quiet := c.warnTime.Allow(); ok {
 			t.log.Warn("the clock check cannot run TIME on redis: this host's clock offset (gate_limiter_clock_offset_seconds) is not measured and the clock-skew alert cannot fire; allow +time for the gate's Redis user",
-				"err", err, "warnings_unlogged", quiet)
+				"instance", cmp.Or(node, "0"), "err", err, "warnings_unlogged", quiet)
 		}
 		return
 	}
@@ -124,9 +127,23 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
 		if ok, quiet := c.warnSkew.Allow(); ok {
 			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
-				"offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
+				"instance", cmp.Or(node, "0"), "offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
 		}
 	}
+}
+
+// clockSource is the client the clock check asks TIME of and, in cluster mode, its
+// primary's address: there the primary of the fleet's live key, the same node for every
+// gate of the fleet, where the cluster client sends a command without a key to a node at
+// random, each check of each gate another clock, and a refusal could not be told of
+// its node. Outside cluster mode, or with no slot map, instance 0 and "".
+func (t *Ticker) clockSource(ctx context.Context) (redis.Cmdable, string) {
+	if cc, ok := t.instances[0].(*redis.ClusterClient); ok {
+		if n, err := cc.MasterForKey(ctx, LiveKeyFor(t.cfg.KeyPrefix)); err == nil {
+			return n, n.Options().Addr
+		}
+	}
+	return t.instances[0], ""
 }
 
 // timeRefused reports whether err refuses TIME itself, not every command: NOPERM (an ACL

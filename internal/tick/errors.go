@@ -64,29 +64,18 @@ func (t *Ticker) countError(c cause, instance string) {
 // trackNodes keeps the errors and pipeline duration metrics' series of the cluster's
 // primaries as the tick finds them (p.nodes: every primary it sent to, its ClusterShards lanes covering them
 // all): each new primary's at zero, so that its first failure is an increase to rate(),
-// and, whenever one is new, those of the primaries gone deleted. A cluster's nodes change
-// address over failovers and resharding (a pod rescheduled), and each would otherwise
-// keep its series for the process's life. Only a set that changed costs more than a
-// lookup a primary.
+// and, whenever one is new (here or to nodeSeries since), those of the primaries gone
+// deleted. A cluster's nodes change address over failovers and resharding (a pod
+// rescheduled), and each would otherwise keep its series for the process's life. Only a
+// set that changed costs more than a lookup a primary.
 func (t *Ticker) trackNodes(p *plan) {
-	added := false
 	for _, node := range p.nodes {
-		if _, ok := t.errNodes[node]; node == "" || ok {
-			continue
-		}
-		if t.errNodes == nil {
-			t.errNodes = make(map[string]struct{})
-		}
-		t.errNodes[node] = struct{}{}
-		for c := range numCauses {
-			t.m.errors.WithLabelValues(c.String(), node)
-		}
-		t.m.pipelineDur.WithLabelValues(node)
-		added = true
+		t.nodeSeries(node)
 	}
-	if !added {
+	if !t.nodesAdded {
 		return
 	}
+	t.nodesAdded = false
 	for node := range t.errNodes {
 		if !slices.Contains(p.nodes, node) {
 			t.m.errors.DeletePartialMatch(prometheus.Labels{"redis_instance": node})
@@ -94,6 +83,61 @@ func (t *Ticker) trackNodes(p *plan) {
 			delete(t.errNodes, node)
 		}
 	}
+}
+
+// nodeSeries makes the series of node, a cluster primary's address, at zero unless it
+// has them (errNodes), and notes it new: the next trackNodes deletes those of the
+// primaries gone, also when the fleet count or the clock check met the new one first.
+func (t *Ticker) nodeSeries(node string) {
+	if _, ok := t.errNodes[node]; node == "" || ok {
+		return
+	}
+	if t.errNodes == nil {
+		t.errNodes = make(map[string]struct{})
+	}
+	t.errNodes[node] = struct{}{}
+	for c := range numCauses {
+		t.m.errors.WithLabelValues(c.String(), node)
+	}
+	t.m.pipelineDur.WithLabelValues(node)
+	t.nodesAdded = true
+}
+
+// countOn counts one failure of cause c of a command sent outside the tick's pipelines
+// (the fleet count, the clock check) on the node that answered it: in cluster mode the
+// primary's address, its series made as the tick's (nodeSeries); else, or with no node
+// known (no slot map), instance 0, which those commands go to.
+func (t *Ticker) countOn(c cause, node string) {
+	if node == "" {
+		t.countError(c, "0")
+		return
+	}
+	t.nodeSeries(node)
+	t.countError(c, node)
+}
+
+// nodeOf is the address of the cluster primary that serves key, as the client's slot map
+// has it, or "" outside cluster mode or with no slot map.
+func (t *Ticker) nodeOf(ctx context.Context, key string) string {
+	cc, ok := t.instances[0].(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return node.Options().Addr
+}
+
+// laneInstance names lane li of instance i for the errors metric and the log: in
+// cluster mode the address of the primary its commands went to in p's last send
+// (pipelines), else (or with no slot map) the instance's index.
+func (t *Ticker) laneInstance(i int, p *plan, li int) string {
+	if j := t.partOf[li]; t.cfg.Mode == ModeCluster && j < len(p.nodes) && p.nodes[j] != "" {
+		return p.nodes[j]
+	}
+	return strconv.Itoa(i)
 }
 
 // nodesFailed says p.nodeCauses for a log line, sorted: "10.0.0.3:6379=oom 10.0.0.4:6379=timeout".
@@ -325,13 +369,13 @@ func unreadableDoes(k valueKind) string {
 // wrote it, not every byte of a key that can hold 512 MB.
 const maxValueLog = 64
 
-// unreadable counts a value read on instance i that does not parse (cause parse, which the
+// unreadable counts a value read on instance (laneInstance: a cluster's primary) that does not parse (cause parse, which the
 // chart's GateRedisErrors alert fires on) and logs it with its key and what it held, at
 // most once per errorLogInterval for each kind of value (Ticker.parseLogs): a corrupt
 // counter is read every tick, and one kind must not hide another. err, when not nil, says
 // why it does not parse; it must not hold the whole value.
-func (t *Ticker) unreadable(i int, kind valueKind, key string, v any, err error) {
-	t.countError(causeParse, strconv.Itoa(i))
+func (t *Ticker) unreadable(instance string, kind valueKind, key string, v any, err error) {
+	t.countError(causeParse, instance)
 	ok, quiet := t.parseLogs[kind].Allow()
 	if !ok {
 		return
@@ -340,7 +384,7 @@ func (t *Ticker) unreadable(i int, kind valueKind, key string, v any, err error)
 	if x, isStr := v.(string); isStr {
 		shown, size = x[:min(len(x), maxValueLog)], len(x)
 	}
-	attrs := []any{"instance", strconv.Itoa(i), "cause", causeParse.String(), "kind", kind.String(), "key", key,
+	attrs := []any{"instance", instance, "cause", causeParse.String(), "kind", kind.String(), "key", key,
 		"value", shown, "value_bytes", size, "unreadable_unlogged", quiet}
 	if err != nil {
 		attrs = append(attrs, "err", err)

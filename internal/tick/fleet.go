@@ -3,6 +3,7 @@
 package tick
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -126,16 +127,19 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	// node's own client, which does not resend; the GETs, safe to repeat, go through the
 	// cluster client.
 	ipipe := pipe
+	incrNode := "" // cluster mode: the primary the INCRBY went to, which its failure is counted on
 	cc, cluster := t.instances[0].(*redis.ClusterClient)
 	if cluster {
 		if node, err := cc.MasterForKey(cctx, cur); err == nil {
-			ipipe = node.Pipeline()
+			ipipe, incrNode = node.Pipeline(), node.Options().Addr
 		}
 	}
 	incr := ipipe.IncrBy(cctx, cur, 1)
 	ipipe.PExpire(cctx, cur, 4*t.fleetSlot())
-	prev := [2]*redis.StringCmd{pipe.Get(cctx, FleetKeyFor(t.cfg.KeyPrefix, slot-1)), pipe.Get(cctx, FleetKeyFor(t.cfg.KeyPrefix, slot-2))}
+	prevKeys := [2]string{FleetKeyFor(t.cfg.KeyPrefix, slot-1), FleetKeyFor(t.cfg.KeyPrefix, slot-2)}
+	prev := [2]*redis.StringCmd{pipe.Get(cctx, prevKeys[0]), pipe.Get(cctx, prevKeys[1])}
 	var err error
+	errNode := "" // cluster mode: the primary that answered err
 	if ipipe != pipe {
 		var ierr error
 		var wg sync.WaitGroup
@@ -147,11 +151,22 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 				cc.ReloadState(cctx) // the slot moved: not applied, sent to its owner next tick
 			}
 			if err == nil || errors.Is(err, redis.Nil) {
-				err = ierr
+				err, errNode = ierr, incrNode
 			}
 		}
 	} else {
 		_, err = pipe.Exec(cctx)
+	}
+	if cluster && errNode == "" && err != nil && !errors.Is(err, redis.Nil) {
+		// A GET's error (or the INCRBY's, sent through the cluster client with no slot
+		// map): the primary of the command whose error err is.
+		keys := [3]string{cur, prevKeys[0], prevKeys[1]}
+		for k, c := range [3]redis.Cmder{incr, prev[0], prev[1]} {
+			if cerr := c.Err(); cerr != nil && errors.Is(cerr, err) {
+				errNode = t.nodeOf(cctx, keys[k])
+				break
+			}
+		}
 	}
 	t.m.commands.WithLabelValues(cmdIncrby).Inc()
 	t.m.commands.WithLabelValues(cmdPexpire).Inc()
@@ -161,7 +176,7 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		var re redis.Error
 		if errors.As(err, &re) {
-			t.countError(classify(err), "0")
+			t.countOn(classify(err), errNode)
 			// Redis answers, refusing: said here, as the tick, which reports its own
 			// pipelines' errors, sends nothing while every key is quiet (a cold write a
 			// window), and a password rotated on Redis first went unsaid that long while
@@ -170,8 +185,8 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 				t.fleetWarn = throttle.NewEvery(fleetWarnEvery, nil)
 			}
 			if ok, quiet := t.fleetWarn.Allow(); ok {
-				t.log.Warn("redis refuses the fleet count, made every 5 s whatever the traffic: "+fleetRefusalHint(err),
-					"instance", 0, "cause", classify(err).String(), "err", err, "warnings_unlogged", quiet)
+				t.log.Warn("redis refuses the fleet count, made every 5 s (every tick of a GATE_TICK_INTERVAL longer) whatever the traffic: "+fleetRefusalHint(err),
+					"instance", cmp.Or(errNode, "0"), "cause", classify(err).String(), "err", err, "warnings_unlogged", quiet)
 			}
 		}
 		if ierr := incr.Err(); ierr == nil || !errors.As(ierr, &re) {

@@ -364,3 +364,150 @@ func seriesOf(t *testing.T, c prometheus.Collector) map[string]float64 {
 	}
 	return out
 }
+
+// TestClusterFleetClockAndParseErrorsNameTheNode: in cluster mode the fleet count's
+// failures, the clock check's and the unreadable values (cause parse) are counted on the
+// primary that answered, by its address, as the tick's own errors are, not on instance
+// "0" (every primary of the cluster): an operator is told which node refuses the fleet
+// count's INCRBY or GET, TIME, or holds a value no gate can read. A primary first met by
+// the fleet count has its series at zero, and they go when it leaves the slot map.
+func TestClusterFleetClockAndParseErrorsNameTheNode(t *testing.T) {
+	t.Parallel()
+	cl, l, tk, clk := clusterTicker(t, &logBuffer{})
+	ctx := context.Background()
+	acl := func(s *redistest.Server, rule string) {
+		t.Helper()
+		if err := s.Client(t).Do(ctx, "ACL", "SETUSER", "default", rule).Err(); err != nil {
+			t.Fatalf("ACL SETUSER default %s on %s: %v", rule, s.Addr(), err)
+		}
+	}
+	// counted says what a step added to the errors metric, by cause and redis_instance.
+	counted := func(step func()) map[[2]string]float64 {
+		t.Helper()
+		before := errorSeries(t, tk)
+		step()
+		added := map[[2]string]float64{}
+		for k, v := range errorSeries(t, tk) {
+			if d := v - before[k]; d > 0 {
+				added[k] = d
+			}
+		}
+		return added
+	}
+	want := func(what string, got map[[2]string]float64, cause, addr string) {
+		t.Helper()
+		if len(got) != 1 || got[[2]string{cause, addr}] != 1 {
+			t.Errorf("%s: errors counted %v, want one %s on %s", what, got, cause, addr)
+		}
+	}
+	slotAt := func(slot int64) time.Time { return time.Unix(0, slot*int64(tk.fleetSlot())) }
+
+	// The fleet count's INCRBY refused by the primary of the slot's counter.
+	slot := time.Now().UnixNano() / int64(tk.fleetSlot())
+	incrOn := cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, slot))
+	acl(incrOn, "-incrby")
+	want("INCRBY refused", counted(func() { tk.countFleet(ctx, slotAt(slot)) }), "redis", incrOn.Addr())
+	acl(incrOn, "+incrby")
+	if _, ok := errorSeries(t, tk)[[2]string{"timeout", incrOn.Addr()}]; !ok {
+		t.Errorf("no errors series at zero of %s, which the fleet count met first: %v", incrOn.Addr(), errorSeries(t, tk))
+	}
+
+	// A GET of the last slots' counters refused by its primary, not the INCRBY's.
+	for slot++; cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, slot-1)) == cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, slot)); slot++ {
+	}
+	getOn := cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, slot-1))
+	acl(getOn, "-get")
+	want("GET refused", counted(func() { tk.countFleet(ctx, slotAt(slot)) }), "redis", getOn.Addr())
+	acl(getOn, "+get")
+
+	// TIME refused everywhere: counted on the primary the check asked.
+	for _, p := range cl.Primaries {
+		acl(p, "-time")
+	}
+	tk.clockCheck.wall = clock.NewFake(time.Now())
+	asked := cl.Owner(t, LiveKeyFor(DefaultKeyPrefix))
+	want("TIME refused", counted(func() { tk.checkClock(ctx) }), "redis", asked.Addr())
+	for _, p := range cl.Primaries {
+		acl(p, "+time")
+	}
+
+	// A counter that is no integer: the last epoch's, which this gate's writes leave alone.
+	ep := l.Epoch(clk.Now())
+	bad := ClusterKey(DefaultKeyPrefix, "unreadable", ep-1)
+	if err := cl.Owner(t, bad).Client(t).Set(ctx, bad, "not a count", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	parsed := func() (map[[2]string]float64, bool) {
+		s := errorSeries(t, tk)
+		for k, v := range s {
+			if k[0] == "parse" && v > 0 {
+				return s, true
+			}
+		}
+		return s, false
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; clk.Advance(time.Second) {
+		if _, ok := parsed(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no parse error after a minute of ticks reading %s: %v", bad, errorSeries(t, tk))
+		}
+		l.Check("unreadable", 1)
+		tk.Tick(ctx)
+	}
+	s, _ := parsed()
+	for k, v := range s {
+		if k[0] == "parse" && v > 0 && k[1] != cl.Owner(t, bad).Addr() {
+			t.Errorf("parse counted on %q (%v), want on %s, which holds %s", k[1], v, cl.Owner(t, bad).Addr(), bad)
+		}
+	}
+
+	// The INCRBY's primary dies; its replica, promoted, refuses the fleet's counters in
+	// turn, and may be met by the fleet count before the tick: the dead primary's series
+	// go all the same. The slots
+	// to count in are those whose counter the dead primary held, its replica's now.
+	var itsSlots []int64
+	for s := slot + 1; len(itsSlots) < 10; s++ {
+		if cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, s)) == incrOn {
+			itsSlots = append(itsSlots, s)
+		}
+	}
+	incrOn.Stop(t)
+	promoted := cl.Promoted(t)
+	// The fleet's counters refused there, the tick's keys (gate:{sN}:...) not: an error
+	// on the promoted node is the fleet count's.
+	acl(promoted, "resetkeys")
+	acl(promoted, "~gate:{*")
+	// A team of the dead node's: the tick's commands, failing there, have the client
+	// read the slot map again, which the INCRBY's own (on the node's client) do not.
+	deadTeam := ""
+	for i := 0; deadTeam == ""; i++ {
+		if team := fmt.Sprintf("dead-%d", i); cl.Owner(t, ClusterKey(DefaultKeyPrefix, team, l.Epoch(clk.Now()))).Addr() == promoted.Addr() {
+			deadTeam = team
+		}
+	}
+	for i, deadline := 0, time.Now().Add(60*time.Second); errorSeries(t, tk)[[2]string{"redis", promoted.Addr()}] == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet count's INCRBY refused by the promoted %s not counted on it within a minute: %v", promoted.Addr(), errorSeries(t, tk))
+		}
+		l.Check(deadTeam, 1)
+		tk.Tick(ctx)
+		clk.Advance(time.Second)
+		tk.countFleet(ctx, slotAt(itsSlots[i%len(itsSlots)]))
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; clk.Advance(time.Second) {
+		gone := true
+		for k := range errorSeries(t, tk) {
+			gone = gone && k[1] != incrOn.Addr()
+		}
+		if _, ok := seriesOf(t, tk.m.pipelineDur)[incrOn.Addr()]; gone && !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("series of %s, gone from the cluster, kept after a minute of ticks: errors %v, pipeline duration %v", incrOn.Addr(), errorSeries(t, tk), seriesOf(t, tk.m.pipelineDur))
+		}
+		l.Check("unreadable", 1)
+		tk.Tick(ctx)
+	}
+}

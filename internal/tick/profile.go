@@ -185,8 +185,8 @@ func profileVals(r *limit.Read) int {
 
 // applyProfile hands the profile a read fetched (vals: the profile, then the count of two
 // windows back when the read asked for it) to the limiter, and keeps what it folded for
-// the next tick's pipeline.
-func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
+// the next tick's pipeline. instance is where they were read (laneInstance).
+func (t *Ticker) applyProfile(instance string, rr readRef, vals []any, now time.Time) {
 	ls := &t.limits[rr.lim]
 	var p spike.Profile
 	found := false
@@ -194,13 +194,13 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 	case nil:
 	case string:
 		if err := p.UnmarshalBinary([]byte(v)); err != nil {
-			t.unreadable(i, valueProfile, ProfileKeyFor(t.cfg.Mode, ls.prefix, rr.r.Team), v, err)
+			t.unreadable(instance, valueProfile, ProfileKeyFor(t.cfg.Mode, ls.prefix, rr.r.Team), v, err)
 			ls.l.RefuseProfile(rr.r) // looked at again a fold period on
 			return
 		}
 		found = true
 	default:
-		t.unreadable(i, valueProfile, ProfileKeyFor(t.cfg.Mode, ls.prefix, rr.r.Team), v, nil)
+		t.unreadable(instance, valueProfile, ProfileKeyFor(t.cfg.Mode, ls.prefix, rr.r.Team), v, nil)
 		ls.l.RefuseProfile(rr.r)
 		return
 	}
@@ -208,7 +208,7 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 	if rr.r.Fold {
 		c, err := counterValue(vals[1])
 		if err != nil {
-			t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, rr.r.Epoch-2), vals[1], nil)
+			t.unreadable(instance, valueCounter, t.key(rr.lim, rr.r.Team, rr.r.Epoch-2), vals[1], nil)
 			ls.l.RefuseProfile(rr.r)
 			return
 		}
