@@ -130,7 +130,7 @@ func TestFleetDivertsTeamOverLimit(t *testing.T) {
 }
 
 // docs/operations.md's metric reference names every command gate_limiter_redis_commands_total
-// counts, the fleet count's among them (every 5 s), so that an operator reading the
+// counts, the fleet count's among them (every 5 s, or every tick of a longer interval), so that an operator reading the
 // commands by command finds each series explained.
 func TestRedisCommandsDocumented(t *testing.T) {
 	f := newFleet(t, 1, limit.Cap, 6000)

@@ -15,7 +15,7 @@ import (
 )
 
 // A Redis that refuses the gate once it runs (its password rotated on Redis before the
-// gates', their connections dropped) is said by the fleet count, which runs every 5 s
+// gates', their connections dropped) is said by the fleet count, which runs every 5 s (every tick of a longer interval)
 // whatever the traffic: the tick reports its own pipelines only, and sends nothing while
 // every key is quiet (a cold write a window), so a gate with idle teams counted
 // gate_limiter_errors_total{cause="redis"} (GateRedisErrors) and logged no line naming
