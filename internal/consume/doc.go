@@ -22,7 +22,9 @@
 //     undeliverable, and Config.OnUndeliverable stops its partition (not ready, named)
 //     or skips it (logged, counted). Never an endless retry. A record without a key to
 //     a topic written without keys that the last read of its settings found compacted
-//     is refused for sure: it goes to dead letter unsent (deadLetterUnsent).
+//     is refused for sure: it goes to dead letter unsent (deadLetterUnsent; exactly
+//     once with outcomes on, through one aborted transaction a poll, refuseKnown, so
+//     that the outcome rows count it where it went).
 //   - One key's records keep their input order on their output topic through the
 //     retries of failures the broker may cure (a leader moving, a timeout): routing
 //     holds while a record awaits its retry, and retries go out in the order the client

@@ -1311,3 +1311,45 @@ func TestOutcomesRevokeSealsBeforeTheFlushInterval(t *testing.T) {
 	got, _ := readOutcomes(t, env, n, false, 30*time.Second, time.Second)
 	sameCounts(t, "sealed at the revoke and the stops", got, outs.byTeam())
 }
+
+// Exactly once, a keyless record sent to dead letter unsent (its topic known compacted,
+// deadLetterUnsent) is counted in the outcome rows where it went, dead_letter with
+// reason rejected, not where it was routed: a read_committed reader's outcomes equal,
+// per team, what the output topics hold, as for a record the topic refused.
+func TestOutcomesExactlyOnceKnownCompacted(t *testing.T) {
+	t.Parallel()
+	const n = 30
+	env := newEOSEnv(t, 1)
+	withOutcomes(t, env)
+	env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.DeadLetterTopic = dlqTopic
+	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
+	// kfake takes a record without a key on a compacted topic; Kafka refuses it.
+	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
+	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+	})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-1")
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+	}
+	if len(out.recs[dlqTopic]) < n-2 {
+		t.Fatalf("%d dead letters of %d: want every overflow record dead-lettered", len(out.recs[dlqTopic]), n)
+	}
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	g.stop(t)
+	got, _ := readOutcomes(t, env, n, true, 30*time.Second, time.Second)
+	sameCounts(t, "known compacted", got, out.byTeam())
+	if h := refused.Hits(); h != 0 {
+		t.Errorf("%d produce requests to the overflow topic known compacted: want none", h)
+	}
+}

@@ -747,7 +747,13 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 				continue
 			}
 			// A keyless record to a topic known compacted.
-			unsent = f.out.Key == nil && c.refusesKeyless.Load() != nil && c.deadLetterUnsent(f)
+			if f.out.Key == nil && c.refusesKeyless.Load() != nil {
+				if s.Outcomes != nil && c.refuseKnown(f, b) {
+					next = in.Offset + 1 // not produced: the transaction aborts
+					continue
+				}
+				unsent = c.deadLetterUnsent(f)
+			}
 		}
 		f.b = b
 		produced++
@@ -764,6 +770,29 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		lagFrom = w.next // every record routed: past the control records after them too
 	}
 	c.setLag(w.p, w.hwm, w.stable, lagFrom)
+}
+
+// refuseKnown fails f, a keyless record the router sent to a topic known to refuse it
+// (knownRefusal), in the open transaction as the broker's refusal of it alone would,
+// without producing it: the transaction aborts, and its replay sends f to dead letter
+// (rememberRejected; routeTxnWork's rerouted records). For exactly once with outcomes
+// on, where deadLetterUnsent cannot serve: routing has counted f's outcome row where it
+// routed it, in this transaction's rows, and only the abort takes that back; the replay
+// counts it as the dead letter it is (recordFate), so the rows agree with the output
+// topics. Every such record of the poll is failed in the one transaction: one abort a
+// poll that has any, not one a record. It reports whether f was failed.
+func (c *Consumer) refuseKnown(f *failed, b *batch) bool {
+	if f.stage != stageRouted {
+		return false
+	}
+	err := c.knownRefusal(f.out.Topic)
+	if err == nil {
+		return false
+	}
+	f.b, f.err, f.alone = b, err, true // alone: rememberRejected moves it to dead letter
+	b.keep.Store(true)                 // f is read once the transaction has ended
+	c.txn.fail(f)
+	return true
 }
 
 // isolating reports whether a record of ws must be produced alone.
@@ -859,6 +888,11 @@ func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
 		prev, had := c.reroutes[key]
 		stage, moved := f.advance()
 		r := reroute{stage: stage, isolate: f.isolate, topic: f.out.Topic, err: f.err, before: refusedBefore(f.in, &f.out)}
+		if errors.As(f.err, new(*compactedRefusal)) {
+			// Refused unsent (refuseKnown): nothing came back of a batch to tell the
+			// record apart from, so its dead letter need not be produced alone.
+			r.isolate = false
+		}
 		if !moved && had {
 			// Same stage: its dead letter keeps naming the rejection that led to it.
 			r.topic, r.err, r.before = prev.topic, prev.err, prev.before
