@@ -269,18 +269,69 @@ func TestRulesRenderOnlyAsTheGateTakesThem(t *testing.T) {
 		{"on_cardinality with track all", "[{name: a, key: 'json:team_id+distinct_id', limits: ['1m:5'], track: all, on_cardinality: tag}]", "on_cardinality"},
 		{"a force key twice", "[{name: a, key: 'json:team_id', limits: ['1m:5'], force: [t1, t2, t1]}]", `"t1" appears twice`},
 		{"adaptive over a window not dividing an hour", "[{name: a, key: 'json:team_id', limits: ['7m:5'], threshold_mode: adaptive}]", "divides an hour"},
+		// A match value or force entry that starts or ends with a non-ASCII space or an
+		// invisible character (for a composite key, any part), a field or header name that
+		// does, and a character YAML reads as a line break and editors do not (U+0085,
+		// U+2028, U+2029) anywhere: the chart wrote each into the file, which the gate
+		// refuses (the last broke the ConfigMap's own YAML, or became a space).
+		{"a no-break space ending a match value", "[{name: a, key: 'json:team_id', limits: ['1m:5'], match: [{field: 'header:e', in: [\"42\\u00a0\"]}]}]",
+			`rules[0] "a".match[0].in[0]: "42\u00a0" starts or ends with a non-ASCII space (U+00A0)`},
+		{"an ideographic space starting a not_in value", "[{name: a, key: 'json:team_id', limits: ['1m:5'], match: [{field: 'json:city', not_in: [x, \"\u3000Tokyo\"]}]}]",
+			`rules[0] "a".match[0].not_in[1]: "\u3000Tokyo" starts or ends with a non-ASCII space (U+3000)`},
+		{"a zero-width space starting a force entry", "[{name: a, key: 'json:team_id', limits: ['1m:5']}, {name: b, key: 'json:token', limits: ['1m:5'], force: [t1, \"\u200bt2\"]}]",
+			`rules[1] "b".force[1]: "\u200bt2" starts or ends with an invisible character (U+200B)`},
+		{"a byte order mark ending a force entry", "[{name: a, key: 'json:team_id', limits: ['1m:5'], force: [\"42\ufeff\"]}]",
+			`rules[0] "a".force[0]: "42\ufeff" starts or ends with an invisible character (U+FEFF)`},
+		{"a word joiner at a part's edge of a composite key's force entry", "[{name: a, key: 'json:team_id+distinct_id', limits: ['1m:5'], force: [\"42\u2060:u1\"]}]",
+			`rules[0] "a".force[0]: "42\u2060:u1": a part starts or ends with an invisible character (U+2060)`},
+		{"a LINE SEPARATOR inside a force entry", "[{name: a, key: 'json:team_id', limits: ['1m:5'], force: [\"4\u20282\"]}]",
+			`rules[0] "a".force[0]: "4\u20282" holds a LINE SEPARATOR (U+2028)`},
+		{"a NEXT LINE inside a match value", "[{name: a, key: 'json:team_id', limits: ['1m:5'], match: [{field: 'header:e', in: [\"a\\u0085b\"]}]}]",
+			`rules[0] "a".match[0].in[0]: "a\u0085b" holds a NEXT LINE (U+0085)`},
+		{"a PARAGRAPH SEPARATOR inside a key's header name", "[{name: a, key: \"header:x\u2029y\", limits: ['1m:5']}]",
+			`rules[0] "a".key: "header:x\u2029y" holds a PARAGRAPH SEPARATOR (U+2029)`},
+		{"a no-break space ending a key's field", "[{name: a, key: \"json:team_id\u00a0\", limits: ['1m:5']}]",
+			`rules[0] "a".key: "json:team_id\u00a0": field "team_id\u00a0" starts or ends with a space (U+00A0)`},
+		{"a space starting a key's path part", "[{name: a, key: 'json:properties. team', limits: ['1m:5']}]",
+			`rules[0] "a".key: "json:properties. team": field "properties. team": path part " team" starts or ends with a space`},
+		{"a zero-width space starting a match field's header name", "[{name: a, key: 'json:team_id', limits: ['1m:5'], match: [{field: \"header:\u200be\", in: [x]}]}]",
+			`rules[0] "a".match[0].field: "header:\u200be": header name "\u200be" starts or ends with an invisible character (U+200B)`},
+		{"a no-break space ending a composite match field's second field", "[{name: a, key: 'json:team_id', limits: ['1m:5'], match: [{field: \"json:team_id+distinct_id\u00a0\", in: ['1:x']}]}]",
+			`field "distinct_id\u00a0" starts or ends with a space (U+00A0)`},
+		{"inside a value, or inside a composite key's part, as the gate takes them", "[{name: a, key: 'json:team_id+distinct_id', limits: ['1m:5'], force: [\"42:New\u00a0York\", \"4\u200b2:x\"], " +
+			"match: [{field: 'json:city', in: [\"S\u00e3o\u3000Paulo\"]}]}]", ""},
 	} {
+		// Helm reads a \u escape in values (in double quotes) as the character, which the
+		// chart's toYaml writes into the file as it is (a BOM excepted): the file the gate
+		// is given holds the character where a case writes an escape (\\u00a0 in its Go text).
 		vals := mergeValues(base, mustParse(t, "rules: "+tc.rules+"\n"))
-		_, rerr := render(t, vals, capabilities())
+		r, rerr := render(t, vals, capabilities())
 		if tc.want == "" {
 			if rerr != nil {
 				t.Errorf("%s: render: %v; want it rendered, as the gate takes it", tc.name, rerr)
+			} else if body := renderedRulesFile(t, r); body == "" {
+				t.Errorf("%s: no rules file rendered", tc.name)
+			} else {
+				// What the chart renders, not only the values' text, is what the gates read.
+				path := filepath.Join(t.TempDir(), "rendered.yaml")
+				if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(bin, "rules", "check", path)
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("%s: gate rules check of the rendered file: %v\n%s\n%s", tc.name, err, body, out)
+				}
 			}
 		} else if rerr == nil || !strings.Contains(rerr.Error(), tc.want) {
 			t.Errorf("%s: render: %v; want it refused, saying %q", tc.name, rerr, tc.want)
 		}
 		// The gate refuses the same file, and takes the one the chart renders.
-		body := "rules: " + tc.rules + "\n"
+		raw, err := strconv.Unquote(`"` + strings.ReplaceAll(tc.rules, `"`, `\"`) + `"`)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body := "rules: " + raw + "\n" // the escapes written as the characters, as the chart writes them
 		path := filepath.Join(t.TempDir(), "rules.yaml")
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -291,6 +342,21 @@ func TestRulesRenderOnlyAsTheGateTakesThem(t *testing.T) {
 			t.Errorf("%s: gate rules check: %v; the chart and the gate disagree on the file:\n%s\n%s", tc.name, err, body, out)
 		}
 	}
+}
+
+// renderedRulesFile is the rules file r renders into the rules ConfigMap; "" for none.
+func renderedRulesFile(t *testing.T, r rendered) string {
+	t.Helper()
+	objs, err := decode(r)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	for _, o := range objs.typed["ConfigMap"] {
+		if body, ok := o.(*corev1.ConfigMap).Data["rules.yaml"]; ok {
+			return body
+		}
+	}
+	return ""
 }
 
 // rulesTeam is the rules file's team:, a key of one field: without rules it was left out

@@ -1246,6 +1246,96 @@ that reaches the gates through it. */}}
 {{- default (include "capture-gate.fullname" .) .Values.kafka.groupId -}}
 {{- end }}
 
+{{/*
+capture-gate.ruleBreaks: fails when .s holds a character YAML reads as a line break and
+editors do not (U+0085, U+2028, U+2029), which the gate refuses anywhere in the rules file
+but as an escape in double quotes. Helm reads an escape in values as the character, and
+toYaml writes it into the file: the ConfigMap's own YAML broke, or the value came back a
+space. .path names the field as the gate's messages do.
+*/}}
+{{- define "capture-gate.ruleBreaks" -}}
+{{- $s := toString .s -}}
+{{- $c := regexFind `[\x{85}\x{2028}\x{2029}]` $s -}}
+{{- if $c -}}
+{{- $cp := include "capture-gate.codePoint" $c -}}
+{{- fail (printf "capture-gate: %s: %q holds a %s (%s), which YAML reads as a line break and editors do not: the gate refuses it in the rules file, where the chart writes it as it is (Helm reads an escape in values as the character); remove it" .path $s (get (dict "U+0085" "NEXT LINE" "U+2028" "LINE SEPARATOR" "U+2029" "PARAGRAPH SEPARATOR") $cp) $cp) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capture-gate.ruleValue: fails, as the gate refuses it, when the match value or force entry
+.s (for a composite key, .composite: any part of it, parts joined by ':') starts or ends
+with a non-ASCII space (unicode.IsSpace's) or an invisible character (category Cf),
+copied with a team id from a page: a value no record holds. The gate takes one written as
+an escape in double quotes, which the chart cannot tell from the character (Helm reads
+values so), and writes as it is.
+*/}}
+{{- define "capture-gate.ruleValue" -}}
+{{- include "capture-gate.ruleBreaks" . -}}
+{{- $s := toString .s -}}
+{{- $odd := `[\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\p{Cf}]` -}}
+{{- $re := printf "^%s|%s$" $odd $odd -}}
+{{- if .composite -}}{{- $re = printf "(?:^|:)%s|%s(?::|$)" $odd $odd -}}{{- end -}}
+{{- $m := regexFind $re $s -}}
+{{- if $m -}}
+{{- $c := trimAll ":" $m -}}
+{{- $cp := include "capture-gate.codePoint" $c -}}
+{{- $what := ternary "an invisible character" "a non-ASCII space" (regexMatch `^\p{Cf}$` $c) -}}
+{{- $where := ternary ": a part starts or ends with" " starts or ends with" (contains ":" $m) -}}
+{{- fail (printf "capture-gate: %s: %q%s %s (%s), which editors do not show: taken as written, it is a value no one sends; remove it (the gate takes one only as an escape in double quotes, which Helm reads in values as the character, and the chart writes as it is)" .path $s $where $what $cp) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capture-gate.ruleName: fails, as the gate's key sources refuse it (internal/route), when
+the key source .s (a rule's key, a match field) names a header, a field or a path part that
+starts or ends with a space (ASCII's too) or an invisible character (category Cf): a name
+no record has, every record missing its key. json:'s fields are joined by '+', a field's
+path parts by '.'.
+*/}}
+{{- define "capture-gate.ruleName" -}}
+{{- include "capture-gate.ruleBreaks" . -}}
+{{- $s := toString .s -}}
+{{- $edge := `^[\s\v\x{85}\p{Z}\p{Cf}]|[\s\v\x{85}\p{Z}\p{Cf}]$` -}}
+{{- $path := .path -}}
+{{- if hasPrefix "header:" $s -}}
+{{- $n := trimPrefix "header:" $s -}}
+{{- $m := regexFind $edge $n -}}
+{{- if $m -}}
+{{- fail (printf "capture-gate: %s: %q: header name %q starts or ends with %s" $path $s $n (include "capture-gate.nameEdge" $m)) -}}
+{{- end -}}
+{{- else if hasPrefix "json:" $s -}}
+{{- range $f := splitList "+" (trimPrefix "json:" $s) -}}
+{{- range $p := splitList "." $f -}}
+{{- $m := regexFind $edge $p -}}
+{{- if and $m (ne $p $f) -}}
+{{- fail (printf "capture-gate: %s: %q: field %q: path part %q starts or ends with %s (parts are joined with . alone)" $path $s $f $p (include "capture-gate.nameEdge" $m)) -}}
+{{- else if $m -}}
+{{- fail (printf "capture-gate: %s: %q: field %q starts or ends with %s (fields are joined with + alone: json:team_id+distinct_id)" $path $s $f (include "capture-gate.nameEdge" $m)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* capture-gate.nameEdge: the words for the character at a name's edge, as the gate's:
+"a space" (with its code point when not ASCII's), or "an invisible character (U+200B)". */}}
+{{- define "capture-gate.nameEdge" -}}
+{{- if regexMatch `^\p{Cf}$` . -}}
+an invisible character ({{ include "capture-gate.codePoint" . }})
+{{- else if regexMatch `^[ -~\t\n\v\f\r]$` . -}}
+a space
+{{- else -}}
+a space ({{ include "capture-gate.codePoint" . }})
+{{- end -}}
+{{- end -}}
+
+{{/* capture-gate.codePoint: the code point of the one character ., as U+00A0 (Go's %U):
+sprig has no function for it, but printf's %+q writes it \u00a0 or \U000e0001. */}}
+{{- define "capture-gate.codePoint" -}}
+U+{{ regexReplaceAll `^"\\[uU]0*([0-9a-fA-F]{4,})"$` (printf "%+q" .) "${1}" | upper }}
+{{- end -}}
+
 {{/* Where the rules ConfigMap is mounted, and the file GATE_RULES_FILE names. */}}
 {{- define "capture-gate.rulesDir" -}}
 /etc/capture-gate/rules
@@ -1259,7 +1349,8 @@ capture-gate.validateRules: what the gate's rules parser refuses in rules that t
 cannot state (internal/rules: a name once, a force key once, each limit's window a whole number of seconds
 up to 8784h and once a rule, a threshold from 1, a topic of the rule's own, the
 cardinality fields only where a rule counts a team's keys, an adaptive rule's window
-dividing an hour). The rules ConfigMap does not roll the pods: a file the gate refuses
+dividing an hour, a value or name without an odd character at its edges: ruleValue,
+ruleName, ruleBreaks). The rules ConfigMap does not roll the pods: a file the gate refuses
 would install, and crash-loop the next pod to start. TestRulesRenderOnlyAsTheGateTakesThem
 gives each case to the gate too.
 */}}
@@ -1306,6 +1397,22 @@ file with it (unknown field): its pods would crash-loop, the running ones refuse
 {{- fail (printf "capture-gate: rule name %q is used twice (rules[%d] and rules[%d]): names must differ" $name (index $names $name) $i) -}}
 {{- end -}}
 {{- $_ := set $names $name $i -}}
+{{- $at := printf "rules[%d] %q" $i $name -}}
+{{- $composite := and (hasPrefix "json:" (toString $r.key)) (contains "+" (toString $r.key)) -}}
+{{- include "capture-gate.ruleName" (dict "path" (printf "%s.key" $at) "s" $r.key) -}}
+{{- range $j, $m := $r.match -}}
+{{- $mp := printf "%s.match[%d]" $at $j -}}
+{{- include "capture-gate.ruleName" (dict "path" (printf "%s.field" $mp) "s" $m.field) -}}
+{{- $mc := and (hasPrefix "json:" (toString $m.field)) (contains "+" (toString $m.field)) -}}
+{{- range $list := list "in" "not_in" -}}
+{{- range $k, $x := index $m $list -}}
+{{- include "capture-gate.ruleValue" (dict "path" (printf "%s.%s[%d]" $mp $list $k) "s" $x "composite" $mc) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $j, $k := $r.force -}}
+{{- include "capture-gate.ruleValue" (dict "path" (printf "%s.force[%d]" $at $j) "s" $k "composite" $composite) -}}
+{{- end -}}
 {{- $windows := dict -}}
 {{- range $j, $l := $r.limits -}}
 {{- $win := regexFind "^[^:]+" (toString $l) -}}
@@ -1353,7 +1460,6 @@ file with it (unknown field): its pods would crash-loop, the running ones refuse
 {{- /* A team's keys are counted (max_keys, on_cardinality) only for a key of several
        fields, among those kept under their floor: in a sketch, on the wall clock under
        static thresholds. */ -}}
-{{- $composite := and (hasPrefix "json:" (toString $r.key)) (contains "+" (toString $r.key)) -}}
 {{- $adaptive := eq (toString $r.threshold_mode) "adaptive" -}}
 {{- $aboveFloor := or $composite (not (empty $r.match)) -}}
 {{- if hasKey $r "track" -}}{{- $aboveFloor = eq (toString $r.track) "above_floor" -}}{{- end -}}
