@@ -1363,7 +1363,10 @@ gives each case to the gate too.
 {{- if not $v.rules -}}
 {{- fail (printf "capture-gate: rulesTeam (%s) is set without rules: it is the rules file's team:, and with no rules there is no file" $v.rulesTeam) -}}
 {{- end -}}
-{{- if not (regexMatch `^(?:json:[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?(?:\.[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?)*|header:[^\s\v\x{85}\p{Z}](?s:.*[^\s\v\x{85}\p{Z}])?|key)$` (toString $v.rulesTeam)) -}}
+{{- include "capture-gate.ruleBreaks" (dict "path" "rulesTeam" "s" $v.rulesTeam) -}}
+{{- /* A name's edges as the gate's (internal/route): no space, ASCII's or another, and no
+       invisible character (category Cf: a zero-width space, a word joiner). */ -}}
+{{- if not (regexMatch `^(?:json:[^.+\s\v\x{85}\p{Z}\p{Cf}](?:[^.+]*[^.+\s\v\x{85}\p{Z}\p{Cf}])?(?:\.[^.+\s\v\x{85}\p{Z}\p{Cf}](?:[^.+]*[^.+\s\v\x{85}\p{Z}\p{Cf}])?)*|header:[^\s\v\x{85}\p{Z}\p{Cf}](?s:.*[^\s\v\x{85}\p{Z}\p{Cf}])?|key)$` (toString $v.rulesTeam)) -}}
 {{- fail (printf "capture-gate: rulesTeam %q: want a key of one field, json:FIELD, header:NAME or key (the team: of docs/rules.md)" (toString $v.rulesTeam)) -}}
 {{- end -}}
 {{- /* The rules file's team: is newer than the gate of appVersion 0.8.0, which refuses the
