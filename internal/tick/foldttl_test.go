@@ -86,3 +86,34 @@ func TestCountersOutliveTheirWindowWhenTheWriterIsAhead(t *testing.T) {
 			expires.Sub(begins).Round(time.Second), want.Sub(begins).Round(time.Second))
 	}
 }
+
+// TestCreatedEarlyIsBounded: the time a gate ahead of Redis's clock adds to the counters it
+// creates (createdEarly) is bounded by their own lifetime. A host whose clock is a day
+// ahead (booted before its time service set it) gave each counter it created a day more:
+// a new set of keys every window, each kept a day, Redis's memory for its counters grown
+// by a day's windows (1,440 at a minute), and its counts read by the fleet a day on, of
+// traffic a day old. A gate up to a lifetime ahead still has its counters outlive their
+// window (TestCountersOutliveTheirWindowWhenTheWriterIsAhead).
+func TestCreatedEarlyIsBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	const window = time.Minute
+	ctx := context.Background()
+	now := time.Now()
+	ahead := clock.NewFake(now.Add(24 * time.Hour))
+	g := newGate(t, ahead, limit.Config{Window: window, Threshold: 1_000_000}, Config{KeyPrefix: "dayahead"}, srv)
+	g.tk.clockCheck.wall = &lateAnswerClock{off: ahead.Now().Sub(now)}
+	g.tk.checkClock(ctx)
+	g.l.CheckAt(ahead.Now(), "t", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick: %+v, want one write", r)
+	}
+	ttl, err := srv.Client(t).PTTL(ctx, Key("dayahead", "t", g.l.Epoch(ahead.Now()))).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifetime := g.tk.limits[0].ttl
+	if most := 2*lifetime + KeyTTLMargin; ttl > most {
+		t.Errorf("a counter created by a gate a day ahead of Redis's clock expires in %s, want at most %s (twice its lifetime and the margin)",
+			ttl.Round(time.Second), most)
+	}
+}

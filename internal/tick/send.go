@@ -400,7 +400,10 @@ func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeline
 // after their window ended while every other gate still read them as the previous one
 // (TestCountersOutliveTheirWindowWhenTheWriterIsAhead). Redis's clock is the reference,
 // as the clock check's: a key only ever lives longer for it, so a Redis whose own clock
-// is off shortens none. 0 when this host is not ahead.
+// is off shortens none. 0 when this host is not ahead. At most the counter's own lifetime
+// (b.ttl): a gate further ahead (a host booted before its time service set it, a day off)
+// gave every counter it created that much more, a new set each window kept for a day,
+// and the fleet read its counts a day on (TestCreatedEarlyIsBounded).
 func (t *Ticker) createdEarly(b *batch, now time.Time) time.Duration {
 	ahead := t.clockCheck.ahead
 	if ahead <= 0 {
@@ -411,7 +414,7 @@ func (t *Ticker) createdEarly(b *batch, now time.Time) time.Duration {
 	for _, it := range b.items {
 		early = max(early, it.k.epoch*t.limits[it.k.lim].window-redisNow)
 	}
-	return time.Duration(early)
+	return min(time.Duration(early), b.ttl)
 }
 
 // seqTTL is how long a lane's sequence key lives, in ms: as long as the longest-lived
