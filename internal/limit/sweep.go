@@ -522,7 +522,9 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 
 // ApplyRead applies a read planned by Sweep: curr and prev are the team's shared counts in
 // r.Epoch and r.Epoch−1, as read at now. The team's estimate becomes
-// prev × (1 − progress) + curr, where progress is how far now is into r.Epoch, and its
+// prev × (1 − progress) + curr, where progress is how far now is into r.Epoch; applied
+// after r.Epoch ended, curr × (1 − progress into the window now) when that is the next
+// one, else 0 (the windows read have slid out). Its
 // pending count drops by what the shared counts now include (the counts the same tick
 // wrote before reading), keeping records counted while the read was in flight. A team whose
 // last read failed (ApplyLocal) is no longer due for that once this is applied. Apply each
