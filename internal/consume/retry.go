@@ -347,8 +347,8 @@ func (c *Consumer) backoff(attempts int) time.Duration {
 // error, which says why), rerouted count and log line, without the round trips of a
 // produce refused in its batch and again alone. The first refusal still takes those:
 // it is how a topic made compacted at runtime is found (logRerouted). It reports
-// whether f was made a dead letter. With exactly-once the rerouted count waits for the
-// broker to take the dead letter (onProducedTxn): a transaction aborted routes it again.
+// whether f was made a dead letter. With exactly-once the rerouted count waits for its
+// transaction to commit (onProducedTxn, unsentTaken): a transaction aborted routes it again.
 func (c *Consumer) deadLetterUnsent(f *failed) bool {
 	if f.out.Key != nil || f.stage != stageRouted {
 		return false

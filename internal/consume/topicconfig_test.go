@@ -450,3 +450,49 @@ func TestCompactedFoundNotRetriedOneAtATime(t *testing.T) {
 		})
 	}
 }
+
+// TestKnownCompactedDeadLettersCountedOnceThroughAnAbort: exactly once, a keyless record
+// to a topic known compacted is made its dead letter unsent (deadLetterUnsent) in a
+// transaction that then aborts for another record's fault (the accepted topic refusing
+// one produce): the poll is routed again, and its dead letters are counted in
+// gate_records_rerouted_total and gate_records_total once, as they are written once.
+func TestKnownCompactedDeadLettersCountedOnceThroughAnAbort(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	env := newEnv(t, 1)
+	env.ccfg.Delivery = ExactlyOnce
+	env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.DeadLetterTopic = dlqTopic
+	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
+	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
+	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+	})
+	// The accepted topic refuses one produce: the transaction holding the dead letters aborts.
+	aborted := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.InvalidRecord, Count: 1})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-1")
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+	}
+	if aborted.Hits() == 0 {
+		t.Fatal("the accepted topic refused no produce: the test tests nothing")
+	}
+	dls := len(out.recs[dlqTopic])
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter")); got != float64(dls) {
+		t.Errorf(`gate_records_rerouted_total{to="dead_letter"} = %v, want %d (the dead letters written)`, got, dls)
+	}
+	if got := recordsCounted(t, g.reg, "dead_letter", "rejected"); got != float64(dls) {
+		t.Errorf(`gate_records_total{route="dead_letter",reason="rejected"} = %v, want %d (the dead letters written)`, got, dls)
+	}
+}

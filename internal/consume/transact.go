@@ -408,6 +408,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.untold.start()
 	committed, err := c.tx.End(ctx, end)
 	c.txn.ending.Store(false)
+	unsentTaken := c.txn.unsentTaken.Swap(0) // this transaction's, whatever its end
 	if c.txn.beforeRewind != nil {
 		c.txn.beforeRewind()
 	}
@@ -438,6 +439,10 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	res.refused = !committed && end == kgo.TryCommit
 	if committed {
 		c.m.transactions.WithLabelValues("committed").Inc()
+		for range unsentTaken {
+			c.m.countRerouted(stageDeadLetter)
+			c.router.CountDeadLettered()
+		}
 		c.m.outcomeRows.Add(float64(rows)) // written only now: an aborted one's are not
 		c.m.outcomeFolded.Add(float64(folded))
 	} else {
@@ -830,17 +835,23 @@ func (c *Consumer) produceAlone(f *failed) {
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	b := f.b
+	// Made a dead letter unsent (deadLetterUnsent, which set err).
+	unsent := f.stage > stageRouted && f.err != nil
 	if err == nil {
 		c.producedOK(r.Topic)
-		if f.stage > stageRouted {
+		switch {
+		case unsent:
+			// Counted when the transaction commits (unsentTaken): an aborted one routes
+			// it again, unsent again, and it was counted twice (a review).
+			c.txn.unsentTaken.Add(1)
+		case f.stage > stageRouted:
 			c.router.CountDeadLettered() // as onProduced: taken, not only built
 		}
 	}
-	if f.stage > stageRouted && f.err != nil && !errors.Is(err, context.Canceled) {
-		// Made a dead letter unsent (deadLetterUnsent, which set err): counted as
-		// rerouted when the broker answers it, taken or refused (a refused one then
-		// moves on from the dead-letter stage: rememberRejected), as a refused record
-		// is counted once it moves; not when a cancelled routing drops it.
+	if unsent && err != nil && !errors.Is(err, context.Canceled) {
+		// Refused: counted as rerouted now, as a refused record is counted once it
+		// moves; it moves on from the dead-letter stage (rememberRejected), and is not
+		// made a dead letter unsent again. Not when a cancelled routing drops it.
 		c.m.countRerouted(int(f.stage))
 	}
 	if errors.Is(err, context.Canceled) {

@@ -38,6 +38,10 @@ type txnState struct {
 	interrupted atomic.Bool
 	skipped     atomic.Bool
 	inputGone   atomic.Bool // the input topic went (inputwatch.go): every transaction aborts
+	// unsentTaken counts the open transaction's dead letters made unsent
+	// (deadLetterUnsent) that the broker took: counted as rerouted and dead-lettered when
+	// it commits, as an aborted one's are routed, and taken, again.
+	unsentTaken atomic.Int64
 	// filling is set while fillTxn handles a poll's fetch errors, the transaction open
 	// with records in it; gapMet, when that poll met input records lost (loss.go), whose
 	// handling then waits for the transaction's abort, and gaps the broker losses among
