@@ -94,6 +94,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	asked, node := t.clockSource(cctx)
 	theirs, err := asked.Time(cctx).Result()
 	if err != nil {
+		t.reloadSlotsAfter(cctx, err) // the live key's primary gone: the next check asks its successor
 		if !timeRefused(err) {
 			// Redis out of reach, refusing every command (NOAUTH, WRONGPASS, LOADING...),
 			// or no answer before the errands' deadline (a loaded host's tick running

@@ -130,6 +130,38 @@ func (t *Ticker) nodeOf(ctx context.Context, key string) string {
 	return node.Options().Addr
 }
 
+// reloadSlotsAfter has the cluster client read its slot map again (at once, in the
+// background) after err, a failure of the fleet count or the clock check that may mean
+// the map is out of date (slotMapStale). Those commands go to a primary's own client
+// (MasterForKey), whose failures leave the map as it is: when the primary died, they
+// went on to it until the client's own refresh a minute later, on a quiet gate whose
+// tick sent nothing that would have had it refreshed. Once per failed command at most,
+// each once a tick or less; the client folds reloads asked while one runs into one.
+func (t *Ticker) reloadSlotsAfter(ctx context.Context, err error) {
+	if cc, ok := t.instances[0].(*redis.ClusterClient); ok && slotMapStale(err) {
+		cc.ReloadState(ctx)
+	}
+}
+
+// slotMapStale reports whether err says the node a command went to may no longer serve
+// its slot: no answer (the node dead or out of reach, or slow: the tick's causes on which
+// it reloads the map too), READONLY (a demoted primary), MOVED (the slot moved) or
+// CLUSTERDOWN (a failover under way). A refusal by a node that serves the slot (OOM, an
+// ACL), nil, redis.Nil or the gate stopping says nothing of the map.
+func slotMapStale(err error) bool {
+	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if _, moved := redis.IsMovedError(err); moved || redis.HasErrorPrefix(err, "CLUSTERDOWN") {
+		return true
+	}
+	switch classify(err) {
+	case causeTimeout, causeConnection, causeReadOnly, causeTLS:
+		return true
+	}
+	return false
+}
+
 // laneInstance names lane li of instance i for the errors metric and the log: in
 // cluster mode the address of the primary its commands went to in p's last send
 // (pipelines), else (or with no slot map) the instance's index.

@@ -138,24 +138,27 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	ipipe.PExpire(cctx, cur, 4*t.fleetSlot())
 	prevKeys := [2]string{FleetKeyFor(t.cfg.KeyPrefix, slot-1), FleetKeyFor(t.cfg.KeyPrefix, slot-2)}
 	prev := [2]*redis.StringCmd{pipe.Get(cctx, prevKeys[0]), pipe.Get(cctx, prevKeys[1])}
-	var err error
-	errNode := "" // cluster mode: the primary that answered err
+	var err, ierr error // ierr: the INCRBY's, on its node's client
+	errNode := ""       // cluster mode: the primary that answered err
 	if ipipe != pipe {
-		var ierr error
 		var wg sync.WaitGroup
 		wg.Go(func() { _, ierr = ipipe.Exec(cctx) })
 		_, err = pipe.Exec(cctx)
 		wg.Wait()
-		if ierr != nil {
-			if _, moved := redis.IsMovedError(ierr); moved {
-				cc.ReloadState(cctx) // the slot moved: not applied, sent to its owner next tick
-			}
-			if err == nil || errors.Is(err, redis.Nil) {
-				err, errNode = ierr, incrNode
-			}
+		if ierr != nil && (err == nil || errors.Is(err, redis.Nil)) {
+			err, errNode = ierr, incrNode
 		}
 	} else {
 		_, err = pipe.Exec(cctx)
+	}
+	// The INCRBY's slot moved (MOVED: not applied), or a primary the count went to is
+	// gone, which neither the node's client nor the cluster client's pipeline of GETs has
+	// the slot map read again for: read again here, once a count, the next count goes to
+	// the slots' owners.
+	if slotMapStale(ierr) {
+		t.reloadSlotsAfter(cctx, ierr)
+	} else {
+		t.reloadSlotsAfter(cctx, err)
 	}
 	if cluster && errNode == "" && err != nil && !errors.Is(err, redis.Nil) {
 		// A GET's error (or the INCRBY's, sent through the cluster client with no slot

@@ -511,3 +511,124 @@ func TestClusterFleetClockAndParseErrorsNameTheNode(t *testing.T) {
 		tk.Tick(ctx)
 	}
 }
+
+// TestClusterFleetCountAndClockCheckFollowAFailover: the fleet count's INCRBY and the
+// clock check's TIME go to a primary's own client (MasterForKey), whose failures do not
+// have the cluster client read its slot map again; the tick's own failures do, but a
+// quiet gate sends none. When that primary died, its replica promoted, the count and the
+// check went on to the dead node, failing, until the client's own refresh a minute later:
+// the fleet's size stale, no clock offset measured. A failure that means the node is gone
+// has the slot map read again, and the next count or check reaches the promoted primary.
+func TestClusterFleetCountAndClockCheckFollowAFailover(t *testing.T) {
+	t.Parallel()
+	cl, _, fleetTk, _ := clusterTicker(t, &logBuffer{})
+	// The clock check on a client of its own: the fleet count's failures, had they
+	// the slot map read again, must not make the check's pass.
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clockTk := newTopologyGate(t, clock.NewFake(epochStart), limit.Config{Window: time.Minute, Threshold: 100}, Config{Mode: ModeCluster}, cc).tk
+	wall := clock.NewFake(time.Now())
+	clockTk.clockCheck.wall = wall
+	// A third, whose fleet count's INCRBY goes to a live primary, a GET to the dead one.
+	cc2, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	getTk := newTopologyGate(t, clock.NewFake(epochStart), limit.Config{Window: time.Minute, Threshold: 100}, Config{Mode: ModeCluster}, cc2).tk
+	ctx := context.Background()
+
+	// The primary of the live key (the clock check's) and the slots whose fleet counter it
+	// holds.
+	dead := cl.Owner(t, LiveKeyFor(DefaultKeyPrefix))
+	var itsSlots, getSlots []int64 // getSlots: the last slot's counter its, the current one's not
+	for s := time.Now().UnixNano() / int64(fleetTk.fleetSlot()); len(itsSlots) < 8 || len(getSlots) < 8; s++ {
+		switch {
+		case cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, s)) == dead:
+			itsSlots = append(itsSlots, s)
+		case cl.Owner(t, FleetKeyFor(DefaultKeyPrefix, s-1)) == dead:
+			getSlots = append(getSlots, s)
+		}
+	}
+	slotAt := func(slot int64) time.Time { return time.Unix(0, slot*int64(fleetTk.fleetSlot())) }
+	counted := func(on *redistest.Server, slot int64) bool {
+		n, err := on.Client(t).Get(ctx, FleetKeyFor(DefaultKeyPrefix, slot)).Int()
+		return err == nil && n == 1
+	}
+	// Both slot maps loaded before the failover, and naming dead.
+	fleetTk.countFleet(ctx, slotAt(itsSlots[0]))
+	if !counted(dead, itsSlots[0]) {
+		t.Fatalf("the fleet count before the failover: slot %d not counted on %s", itsSlots[0], dead.Addr())
+	}
+	getTk.countFleet(ctx, slotAt(getSlots[0]))
+	if got := getTk.fleet.Size(); got < 1 || got == 5 {
+		t.Fatalf("the fleet count before the failover found %d gates, want some, not 5", got)
+	}
+	clockTk.checkClock(ctx)
+	if _, node := clockTk.clockSource(ctx); !clockTk.clockCheck.measured || node != dead.Addr() {
+		t.Fatalf("the clock check before the failover: measured %v on %q, want on %s", clockTk.clockCheck.measured, node, dead.Addr())
+	}
+	loaded := time.Now()
+
+	dead.Stop(t)
+	promoted := cl.Promoted(t)
+	// follow waits a few seconds (polled) for c's slot map to name promoted for key: the
+	// refresh a failure had it make. Unrefreshed, the map names dead for a minute from
+	// loaded, far longer than the attempts below take.
+	follow := func(c *Ticker, key string) {
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if c.nodeOf(ctx, key) == promoted.Addr() {
+				return
+			}
+		}
+	}
+	const attempts = 3 // a refresh may read the map of a node not yet told of the failover
+
+	for i := 0; ; i++ {
+		if i == attempts {
+			t.Fatalf("the clock check after %d attempts (%v after the slot map was loaded) asks %q, not the promoted %s",
+				attempts, time.Since(loaded).Round(time.Millisecond), nodeName(clockTk.clockSource(ctx)), promoted.Addr())
+		}
+		wall.Advance(clockCheckInterval)
+		clockTk.clockCheck.measured = false
+		clockTk.checkClock(ctx)
+		if _, node := clockTk.clockSource(ctx); clockTk.clockCheck.measured && node == promoted.Addr() {
+			break
+		}
+		follow(clockTk, LiveKeyFor(DefaultKeyPrefix))
+	}
+
+	for i := 1; ; i++ {
+		if i == 1+attempts {
+			t.Fatalf("the fleet count after %d attempts (%v after the slot map was loaded) counts on %q, not the promoted %s",
+				attempts, time.Since(loaded).Round(time.Millisecond), fleetTk.nodeOf(ctx, FleetKeyFor(DefaultKeyPrefix, itsSlots[i-1])), promoted.Addr())
+		}
+		fleetTk.countFleet(ctx, slotAt(itsSlots[i]))
+		if counted(promoted, itsSlots[i]) {
+			break
+		}
+		follow(fleetTk, FleetKeyFor(DefaultKeyPrefix, itsSlots[i]))
+	}
+
+	// The GET of the last slot's counter, now the promoted primary's, which counts 4
+	// gates there: read, the fleet is 5 (this gate did not count itself in that slot).
+	for i := 1; ; i++ {
+		last := FleetKeyFor(DefaultKeyPrefix, getSlots[i]-1)
+		if i == 1+attempts {
+			t.Fatalf("the fleet count after %d attempts (%v after the slot map was loaded) reads %s on %q, not the promoted %s: %d gates",
+				attempts, time.Since(loaded).Round(time.Millisecond), last, getTk.nodeOf(ctx, last), promoted.Addr(), getTk.fleet.Size())
+		}
+		if err := promoted.Client(t).Set(ctx, last, 4, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		getTk.countFleet(ctx, slotAt(getSlots[i]))
+		if getTk.fleet.Size() == 5 {
+			break
+		}
+		follow(getTk, last)
+	}
+}
+
+// nodeName is clockSource's node.
+func nodeName(_ any, node string) string { return node }
