@@ -286,6 +286,37 @@ func TestPrometheusRuleThresholds(t *testing.T) {
 	}
 }
 
+// TestClockSkewSaysWhichClock: GateClockSkew's description names the clock the offset is
+// measured against in every mode: in cluster mode the primary holding the {prefix}:live
+// key, which the clock check asks TIME (internal/tick clockSource), not "the first
+// Redis instance", which a cluster has none of.
+func TestClockSkewSaysWhichClock(t *testing.T) {
+	_, spec := promRule(t, readValues(t, "testdata/operations.yaml"))
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(spec, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "GateClockSkew" {
+				continue
+			}
+			if d := r.Annotations["description"]; !strings.Contains(d, "first instance") || !strings.Contains(d, "in cluster mode, of the primary holding the {prefix}:live key") {
+				t.Errorf("GateClockSkew's description %q does not name the first instance's clock and, in cluster mode, that of the {prefix}:live key's primary", d)
+			}
+			return
+		}
+	}
+	t.Fatal("GateClockSkew not rendered")
+}
+
 // TestPrometheusRuleNeedsItsAPI: like the monitors (TestMonitorsNeedTheirAPI), the rule
 // is rendered when enabled and the API exists or it is forced, and enabled without the API
 // the render fails; an unknown alert name or severity is refused.

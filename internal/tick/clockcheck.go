@@ -27,10 +27,11 @@ import (
 // drifts by seconds over days, not minutes, and one TIME a minute costs nothing.
 const clockCheckInterval = time.Minute
 
-// clockCheck compares this host's wall clock with the first Redis instance's, as the one
-// clock every gate of a fleet talks to. The gates' clocks matter twice: the epochs every
-// count is written under are cut by them, and Run's ticks are aligned on them, writes at
-// each boundary and reads a quarter interval later; a gate whose clock is further off
+// clockCheck compares this host's wall clock with the first Redis instance's (a
+// cluster's: the live key's primary's, clockSource), as the one clock every gate of a
+// fleet talks to. The gates' clocks matter twice: the epochs every count is written
+// under are cut by them, and Run's ticks are aligned on them, writes at each boundary
+// and reads a quarter interval later; a gate whose clock is further off
 // than that from the others' reads their counts of a tick a tick late. Kubernetes nodes
 // keep within milliseconds of each other under NTP; a node whose time service stopped
 // does not, and nothing else would say so.
