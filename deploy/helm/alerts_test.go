@@ -159,7 +159,7 @@ var allAlerts = []string{"GateDown", "GateNotReady", "GateReplicasUnavailable", 
 	"GateFetchHeldByCommits", "GateFetchErrors",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterCacheOverfull", "GateTeamRotatingIdentities", "GateLimiterPendingWritesNearCap",
 	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale", "GateOverridesNeverRead",
-	"GateOverridesHashMissing", "GateRuleTopicMissing", "GateRulesFileInvalid", "GateFleetLimitsDisagree", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
+	"GateOverridesHashMissing", "GateOverridesVersionRegressed", "GateRuleTopicMissing", "GateRulesFileInvalid", "GateFleetLimitsDisagree", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
 	"GateTLSFilesRefused", "GateTLSClientCertExpiring", "GateFleetAbsent"}
 
 // TestPrometheusRuleParses renders the alerts with the chart's defaults and with

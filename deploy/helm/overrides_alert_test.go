@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +71,42 @@ func TestOverridesStaleAlertScalesWithRefresh(t *testing.T) {
 		vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, v))
 		if expr := alertExpr(t, vals, "GateOverridesStale"); !strings.HasSuffix(expr, tc.want) {
 			t.Errorf("limit.overridesRefresh %q: GateOverridesStale %q; want it ending %q (ten refreshes)", tc.refresh, expr, tc.want)
+		}
+	}
+}
+
+// TestOverridesVersionRegressedAlert: a gate that read the live overrides hash at a lower
+// version than the set it applied (gate_overrides_version_regressions_total: a failover to
+// a replica that lacked the last writes) fires GateOverridesVersionRegressed at the first
+// regression, per gate and rule, for the 15 minutes after it; a counter at rest, however
+// high, does not, nor a gate that never regressed.
+func TestOverridesVersionRegressedAlert(t *testing.T) {
+	for _, tc := range []struct {
+		what, samples string
+		started       int // the gate's minute of start (gateScraped)
+		at            []int
+		want          []bool
+	}{
+		{"no regression", "0x60", 0, []int{3, 10, 25, 50}, []bool{false, false, false, false}},
+		{"one regression at minute 5", "0x4 1x60", 0, []int{3, 10, 25}, []bool{false, true, false}},
+		{"one, an hour and a half ago, at rest since", "1x120", 0, []int{80, 95, 110}, []bool{false, false, false}},
+		// A gate that regressed before its first scrape: its series is born at 1.
+		{"born at 1 at minute 5", "_x5 1x30", 5, []int{3, 10, 25}, []bool{false, true, false}},
+	} {
+		load := fmt.Sprintf("  gate_overrides_version_regressions_total{%s, rule=\"team-user\"} %s\n", evalPod, tc.samples) + gateScraped(tc.started, 120)
+		if got := firingAt(t, "GateOverridesVersionRegressed", load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: GateOverridesVersionRegressed at minutes %v fired %v, want %v", tc.what, tc.at, got, tc.want)
+		}
+	}
+	// Two rules' hashes of one gate: one alert each, the rule named.
+	two := fmt.Sprintf("  gate_overrides_version_regressions_total{%s, rule=\"a\"} 0x4 1x30\n  gate_overrides_version_regressions_total{%s, rule=\"b\"} 0x4 2x30\n", evalPod, evalPod) + gateScraped(0, 60)
+	if n := alertSeries(t, "prometheusRule: {enabled: true}", "GateOverridesVersionRegressed", two, 10); n != 2 {
+		t.Errorf("two rules' hashes regressed on one gate: GateOverridesVersionRegressed fired %d alerts, want 2 (one a rule)", n)
+	}
+	text := alertText(t, "GateOverridesVersionRegressed", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p", "rule": "team-user"}, 1)
+	for _, want := range []string{"gate-capture-gate-7d9f8b6c5-x2k4p", "rule team-user", "gate overrides -rule team-user list", "older"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateOverridesVersionRegressed says\n%s\nwant it to say %q", text, want)
 		}
 	}
 }
