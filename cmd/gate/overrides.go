@@ -243,7 +243,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s), both as set here%s\n", shown, key, ol.fallback(team), durtext.String(cfg.OverridesRefresh), ol.notTheFleets())
 		return err
 	}
-	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)
+	live, updated, version, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,14 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	if updated == "" {
 		updated = "at an unknown time (no " + overrides.MarkerField + " field)"
 	}
-	_, err = fmt.Fprintf(stdout, "%s in %s, last changed %s\n", counted(int64(len(live)), "live override"), key, updated)
+	// The version (raised by each set and delete) tells an older set from a newer one
+	// across a failover (docs/operations.md, Overrides hash older). On this line, not one
+	// of its own, which the runbook's copy (awk NF == 2) would take for a team.
+	shownVersion := "none (no " + overrides.VersionField + " field)"
+	if version > 0 {
+		shownVersion = strconv.FormatInt(version, 10)
+	}
+	_, err = fmt.Fprintf(stdout, "%s in %s, last changed %s, version %s\n", counted(int64(len(live)), "live override"), key, updated, shownVersion)
 	return err
 }
 

@@ -117,6 +117,21 @@ func TestOverridesCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "team-a  5000") || !strings.Contains(out, "team-b  70") || !strings.Contains(out, "2 live overrides") {
 		t.Errorf("list: %q %v", out, err)
 	}
+	// list shows the hash's version, each set having raised it: an operator comparing sets
+	// across a failover (runbook: Overrides hash older) tells the older one by it. On the
+	// summary line, so that the runbook's copy (awk NF == 2) takes no line for a team.
+	if !strings.Contains(out, ", version 2\n") {
+		t.Errorf("list after two sets: %q, want it to give version 2", out)
+	}
+	// A hash without a version (an older gate's, or restored by hand) says none.
+	if err := rs.Client(t).HSet(context.Background(), "old:overrides", "team-c", "9", overrides.MarkerField, "2026-01-02T03:04:05Z").Err(); err != nil {
+		t.Fatal(err)
+	}
+	env["GATE_REDIS_PREFIX"] = "old"
+	if out, _, err := do("list"); err != nil || !strings.Contains(out, "1 live override in old:overrides, last changed 2026-01-02T03:04:05Z, version none (no .version field)\n") {
+		t.Errorf("list of a hash without a version: %q %v", out, err)
+	}
+	env["GATE_REDIS_PREFIX"] = "ops"
 	// list reads as the gates do, and refuses a hash over the maximum.
 	env["GATE_OVERRIDES_MAX_ENTRIES"] = "1"
 	if _, _, err := do("list"); err == nil || !strings.Contains(err.Error(), "ops:overrides holds 2 teams, more than the 1 allowed (GATE_OVERRIDES_MAX_ENTRIES)") || cli.ExitCode(err) != 1 {

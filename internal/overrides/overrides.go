@@ -772,19 +772,20 @@ func Delete(ctx context.Context, c redis.UniversalClient, key, team string, now 
 	return n > 0, nil
 }
 
-// List returns the live limits and the marker's time ("" when the hash has none), read
-// as Read reads them; a missing hash is an empty set.
-func List(ctx context.Context, c redis.UniversalClient, key string, maxEntries int) (map[string]int64, string, error) {
+// List returns the live limits, the marker's time ("" when the hash has none) and the
+// hash's version (Version: 0 for none), read as Read reads them; a missing hash is an
+// empty set.
+func List(ctx context.Context, c redis.UniversalClient, key string, maxEntries int) (map[string]int64, string, int64, error) {
 	h, err := Read(ctx, c, key, maxEntries)
 	if errors.Is(err, ErrMissing) {
-		return map[string]int64{}, "", nil
+		return map[string]int64{}, "", 0, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	m, err := Parse(h)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", key, err)
+		return nil, "", 0, fmt.Errorf("reading %s: %w", key, err)
 	}
-	return m, h[MarkerField], nil
+	return m, h[MarkerField], Version(h), nil
 }

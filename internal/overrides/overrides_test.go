@@ -450,7 +450,7 @@ func TestHashOverTheMaximumIsNotRead(t *testing.T) {
 	if got := testutil.ToFloat64(r.errs.WithLabelValues(CauseTooLarge)); got != 1 {
 		t.Errorf("gate_overrides_refresh_errors_total{cause=too_large} = %v, want 1", got)
 	}
-	if _, _, err := List(ctx, c, key, 10); !errors.Is(err, ErrTooLarge) {
+	if _, _, _, err := List(ctx, c, key, 10); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("List of a hash over the maximum: %v", err)
 	}
 }
@@ -582,19 +582,19 @@ func TestDeleteOfAnAbsentTeamKeepsTheMarker(t *testing.T) {
 	if found, err := Delete(ctx, c, key, "nobody", t0.Add(time.Hour)); err != nil || found {
 		t.Fatalf("delete of an absent team: %v %v", found, err)
 	}
-	live, updated, err := List(ctx, c, key, 0)
+	live, updated, version, err := List(ctx, c, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := t0.Format(time.RFC3339Nano); updated != want || !maps.Equal(live, map[string]int64{"a": 5}) {
-		t.Errorf("after deleting an absent team: %v, last changed %q; want the set and %q unchanged", live, updated, want)
+	if want := t0.Format(time.RFC3339Nano); updated != want || !maps.Equal(live, map[string]int64{"a": 5}) || version != 1 {
+		t.Errorf("after deleting an absent team: %v, last changed %q, version %d; want the set, %q and version 1 unchanged", live, updated, version, want)
 	}
 	// A delete that removes a team still moves the marker.
 	if found, err := Delete(ctx, c, key, "a", t0.Add(2*time.Hour)); err != nil || !found {
 		t.Fatalf("delete: %v %v", found, err)
 	}
-	if _, updated, err := List(ctx, c, key, 0); err != nil || updated != t0.Add(2*time.Hour).Format(time.RFC3339Nano) {
-		t.Errorf("after deleting a team: last changed %q (%v)", updated, err)
+	if _, updated, version, err := List(ctx, c, key, 0); err != nil || updated != t0.Add(2*time.Hour).Format(time.RFC3339Nano) || version != 2 {
+		t.Errorf("after deleting a team: last changed %q, version %d (%v); want version 2", updated, version, err)
 	}
 }
 
@@ -615,7 +615,7 @@ func TestRefusedLoginIsNotAMissingHash(t *testing.T) {
 	if _, err := Read(ctx, c, key, 0); err == nil || errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("Read with a refused login: %v, want Redis's WRONGPASS", err)
 	}
-	if live, _, err := List(ctx, c, key, 0); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+	if live, _, _, err := List(ctx, c, key, 0); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("List with a refused login: %v, %v; want Redis's WRONGPASS", live, err)
 	}
 }
