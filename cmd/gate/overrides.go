@@ -20,6 +20,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
@@ -103,6 +104,15 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if verb == "set" && team == "" || (verb == "set" || verb == "delete") && (team == overrides.MarkerField || team == overrides.VersionField) {
 		return badValue(fmt.Sprintf("team %q cannot be overridden", team))
 	}
+	// A team that starts or ends with a character terminals do not show (copied with a
+	// team id from a page or a chat) names a key no record has: refused, as GATE_OVERRIDES'
+	// is. delete refuses it only where the hash holds no such entry (overridesDo): set
+	// took such keys before, and delete is how they are cleaned up.
+	if verb == "set" {
+		if r, what := keypart.OddAtEdge(team); r != 0 {
+			return badValue(oddKey(verb, team, r, what))
+		}
+	}
 
 	cfg, err := config.Load(getenv, names)
 	if err != nil {
@@ -166,6 +176,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	defer cancel()
 	note := warnNoFleet(ctx, c, cfg.RedisPrefix, *rule, key, clk.Now(), stderr)
 	if err := overridesDo(ctx, c, cfg, limitOf(cfg, getenv, *rule, r), verb, key, team, lim, clk, stdout); err != nil {
+		if _, usage := errors.AsType[*cli.UsageError](err); usage {
+			return err // the team, not Redis
+		}
 		// Name the instance tried: a timeout from go-redis names none.
 		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
 	}
@@ -237,6 +250,10 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			return err
 		}
 		if !found {
+			if r, what := keypart.OddAtEdge(team); r != 0 {
+				// Most likely the team meant, copied with a character no terminal shows.
+				return &cli.UsageError{Msg: fmt.Sprintf("overrides: %s; %s holds no such entry, nothing changed", oddKey("delete", team, r, what), key)}
+			}
 			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
@@ -279,6 +296,11 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	}
 	_, err = fmt.Fprintf(stdout, "%s in %s, last changed %s, version %s\n", counted(int64(len(live)), "live override"), key, updated, shownVersion)
 	return err
+}
+
+// oddKey says that verb's team starts or ends with r, what keypart.OddAtEdge says it is.
+func oddKey(verb, team string, r rune, what string) string {
+	return fmt.Sprintf("%s %s: starts or ends with %s (U+%04X), which terminals do not show: no record has that key; remove it", verb, cli.Shown(team), what, r)
 }
 
 // checkRule checks -rule against the environment: a gate with rules reads one hash per

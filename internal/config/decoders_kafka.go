@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -245,14 +245,10 @@ func listSeparatorIn(team string, found bool) error {
 // order mark), which editors and logs show as nothing: copied with the team from a page,
 // it named a key no record has, taken without a word. Spaces there, a non-breaking one
 // too, are trimmed before (strings.TrimSpace); a rules file's force entries are refused
-// so too (internal/rules).
+// so too (internal/rules), and gate overrides' keys (keypart.OddAtEdge, shared with it).
 func invisibleAtEdge(team string) error {
-	first, _ := utf8.DecodeRuneInString(team)
-	last, _ := utf8.DecodeLastRuneInString(team)
-	for _, r := range []rune{first, last} {
-		if unicode.Is(unicode.Cf, r) {
-			return fmt.Errorf("team %q starts or ends with an invisible character (U+%04X): remove it", team, r)
-		}
+	if r, what := keypart.OddAtEdge(team); r != 0 {
+		return fmt.Errorf("team %q starts or ends with %s (U+%04X): remove it", team, what, r)
 	}
 	return nil
 }

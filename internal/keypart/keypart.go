@@ -5,11 +5,14 @@
 //
 // One definition for the router, which writes the keys, and for what reads them back
 // from outcome rows (gate outcomes, gate replay), which would otherwise drift apart.
+// Likewise OddAtEdge, what the places an operator writes a key refuse at its ends.
 package keypart
 
 import (
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Append appends v to buf as a part of a composite key. A value holding neither ':' nor
@@ -53,4 +56,26 @@ func Value(part string) string {
 		return v
 	}
 	return part
+}
+
+// OddAtEdge returns the character key starts or ends with that editors, terminals and
+// logs show as nothing or as an ASCII space, and what it is: "a non-ASCII space"
+// (unicode.IsSpace beyond ASCII: U+00A0, U+3000) or "an invisible character" (a format
+// character, category Cf: U+200B, U+2060, U+FEFF); 0 and "" for neither. Copied with a
+// team id from a page or a chat, one names a key no record has. For the places an
+// operator writes a key (GATE_OVERRIDES, GATE_FORCE_OVERFLOW, gate overrides), which
+// refuse it; ASCII spaces there are the callers' (trimmed, or shown quoted).
+func OddAtEdge(key string) (rune, string) {
+	first, _ := utf8.DecodeRuneInString(key)
+	last, _ := utf8.DecodeLastRuneInString(key)
+	for _, r := range []rune{first, last} {
+		switch {
+		case key == "":
+		case r > unicode.MaxASCII && unicode.IsSpace(r):
+			return r, "a non-ASCII space"
+		case unicode.Is(unicode.Cf, r):
+			return r, "an invisible character"
+		}
+	}
+	return 0, ""
 }
