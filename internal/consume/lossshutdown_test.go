@@ -151,3 +151,83 @@ func TestShutdownAwaitsStoppedPartitionsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownAwaitsStoppedPartitionsOutcomeRows: at least once with outcomes on, a
+// partition stopped at a gap (GATE_ON_DATA_LOSS=stop) whose records before the gap are
+// acknowledged while their outcome rows are still with the broker: the shutdown awaits
+// those rows as any partition's (up to ShutdownTimeout), and the final commit covers the
+// records, the partition's next owner starting at the gap. Before, the shutdown left a
+// stopped partition's rows unwaited: the final commit stopped at their seal (20, not
+// 30), and the next owner would write those records again.
+func TestShutdownAwaitsStoppedPartitionsOutcomeRows(t *testing.T) {
+	t.Parallel()
+	const first, counted, more, deleted = 20, 10, 60, 40
+	env := newEnv(t, 1)
+	withOutcomes(t, env)
+	env.ccfg.OnDataLoss = DataLossStop
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, first)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+
+	// Produces to the outcomes topic are held at the broker from here until released.
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var held atomic.Int64
+	outID := env.cluster.TopicInfo(outTopic).TopicID // produce v13 names topics by id
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
+			if rt.Topic == outTopic || rt.TopicID == outID {
+				held.Add(1)
+				env.cluster.SleepControl(func() { <-release })
+				break
+			}
+		}
+		return nil, nil, false
+	})
+	produceTo(t, prod, 0, 100, counted) // offsets 20..29: written, their rows held
+	waitFor(t, 20*time.Second, "the rows of offsets 20..29 held", func() bool { return held.Load() > 0 })
+
+	// Then a gap at the gate's position, 30, as in TestShutdownAwaitsStoppedPartitionsInFlight.
+	pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	produceTo(t, prod, 0, 200, more)
+	if err := env.cluster.DeleteRecords(inTopic, 0, pos+deleted); err != nil {
+		t.Fatal(err)
+	}
+	hold.Remove()
+	want := fmt.Sprintf("partition %s/0 stopped at offset %d", inTopic, pos)
+	waitFor(t, 20*time.Second, "not ready, naming the partition stopped", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), "; "), want)
+	})
+	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != first {
+		t.Fatalf("partition 0 committed at %d before the shutdown, want %d: the commit held at the seal of the rows held", gc.Offset, first)
+	}
+
+	// Shut down with the rows still held. They are released when the gate leaves the
+	// group (the shutdown over: too late), or after a while (a shutdown that waits).
+	env.cluster.ControlKey(kmsg.LeaveGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		free()
+		return nil, nil, false
+	})
+	g.cancel()
+	g.cancel = nil
+	timer := time.AfterFunc(2*time.Second, free)
+	defer timer.Stop()
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s")
+	}
+	if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != pos {
+		t.Errorf("partition 0 committed at %v, want %d: the outcome rows of the records before the gap, in flight at the shutdown, awaited and the records committed", gc.Offset, pos)
+	}
+}

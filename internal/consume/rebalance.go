@@ -222,16 +222,17 @@ func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 		n = 0
 		rows := false
 		for _, p := range c.snapshot(ids) {
+			inFlight := p.inFlight
 			if p.stopped.Load() {
 				// Its records given up (the undeliverable record that stopped it, retries
 				// dropped) are never acknowledged; those still with the client, routed
-				// before it stopped (a data-loss stop), are awaited as any partition's,
-				// so that the commit after the wait covers them. Skipped whole, they were
-				// abandoned unsaid and written again by the partition's next owner.
-				n += p.awaitable()
-				continue
+				// before it stopped (a data-loss stop), and its seals' outcome rows are
+				// awaited as any partition's, so that the commit after the wait covers
+				// them. Skipped, they were abandoned unsaid (the rows: the commit held at
+				// their seal) and written again by the partition's next owner.
+				inFlight = p.awaitable
 			}
-			r, w := p.inFlight()
+			r, w := inFlight()
 			n, rows = n+r, rows || w
 		}
 		return n == 0 && !rows

@@ -230,20 +230,23 @@ func (p *partition) inFlight() (records int64, rows bool) {
 	return records, rows
 }
 
-// awaitable returns how many of p's records are routed and not yet acknowledged but
-// may still be: inFlight's records without those given up (batch.givenUp). A stopped
-// partition's wait (waitInFlight) counts these: a data-loss stop (loss.go) leaves the
-// records of the polls before the gap in flight, which the broker acknowledges as any.
-func (p *partition) awaitable() int64 {
+// awaitable is inFlight for a stopped partition's wait (waitInFlight): its records
+// without those given up (batch.givenUp), which may still be acknowledged, and whether
+// a seal counting its records awaits its rows. A data-loss stop (loss.go) leaves the
+// records of the polls before the gap in flight, and their rows, which the broker
+// acknowledges as any; a seal's rows count even an undeliverable stop's records.
+func (p *partition) awaitable() (records int64, rows bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var n int64
 	for _, b := range p.batches {
-		if !b.seal {
-			n += max(b.remaining.Load()-b.givenUp.Load(), 0)
+		n := b.remaining.Load()
+		if b.seal {
+			rows = rows || n > 0
+			continue
 		}
+		records += max(n-b.givenUp.Load(), 0)
 	}
-	return n
+	return records, rows
 }
 
 // oldestWaiting returns when the oldest batch of p not yet acknowledged was registered
