@@ -62,3 +62,55 @@ func TestScratchFlush(t *testing.T) {
 		t.Errorf("RouteInto(nil Scratch) and Route: accepted/allowed = %v, want 5", got)
 	}
 }
+
+// A held Scratch (Hold, exactly once) keeps its record counts past Flush until Release:
+// Release(true) adds them to the metrics of the router that counted them, once;
+// Release(false) drops them (an aborted transaction's). The limiters' decisions are
+// added at Flush either way, and a switch of routers gives the one before what it held.
+func TestScratchHoldRelease(t *testing.T) {
+	a := newFixture(t, Config{}, limit.Config{Threshold: 100})
+	b := newFixture(t, Config{}, limit.Config{Threshold: 100})
+	accepted := func(f *fixture) float64 {
+		t.Helper()
+		return counter(t, f.reg, "gate_records_total", "accepted", ReasonAllowed)
+	}
+	var s Scratch
+	s.Hold()
+	var out kgo.Record
+	route := func(f *fixture, n int) {
+		for range n {
+			f.r.RouteInto(t0, input(`{"team_id":"t"}`, ""), &s, &out)
+		}
+	}
+	route(a, 3)
+	s.Flush()
+	if got := accepted(a); got != 0 {
+		t.Fatalf("held, after Flush: accepted/allowed = %v, want 0", got)
+	}
+	if got := metric(t, a.reg, "gate_limiter_decisions_total", map[string]string{"decision": "allowed"}); got != 3 {
+		t.Errorf("held, after Flush: allowed decisions = %v, want 3", got)
+	}
+	s.Release(false)
+	route(a, 2)
+	s.Flush()
+	s.Release(true)
+	s.Release(true) // a second release adds nothing
+	if got := accepted(a); got != 2 {
+		t.Errorf("after a dropped release and a kept one: accepted/allowed = %v, want 2", got)
+	}
+
+	route(a, 1)
+	s.Flush()
+	route(b, 4) // a rules reload swaps routers: a gets what was held for it
+	if got := accepted(a); got != 3 {
+		t.Errorf("after switching routers: a's accepted/allowed = %v, want 3", got)
+	}
+	s.Flush()
+	if got := accepted(b); got != 0 {
+		t.Errorf("held: b's accepted/allowed = %v, want 0", got)
+	}
+	s.Release(true)
+	if got := accepted(b); got != 4 {
+		t.Errorf("released: b's accepted/allowed = %v, want 4", got)
+	}
+}

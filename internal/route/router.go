@@ -236,7 +236,39 @@ type Scratch struct {
 	// reports a shadow rule's level per key. Nil in the gate. Last, past the
 	// fields every record reads, so that their lines stay as they were.
 	ShadowOver func(now time.Time, rule, key string, d limit.Decision)
-	_          [128]byte
+	// held, after Hold, is what Flush took of the record counts, kept for Release.
+	held *heldCounts
+	_    [128]byte
+}
+
+// heldCounts is what a held Scratch's Flush took of its record counts (Hold).
+type heldCounts struct {
+	records, diverted [numReasons]uint64
+	ruleN             [MaxRules][numResults]uint64
+}
+
+// Hold makes Flush keep the record counts (gate_records_total,
+// gate_dry_run_diverted_total, gate_rule_records_total) rather than add them to the
+// metrics, until Release: an exactly-once consumer counts a transaction's records once
+// it commits, not again for each attempt an abort replays. The limiters' decisions go
+// on at Flush, as they are checks made and hold the limiters' own deferred counts.
+func (s *Scratch) Hold() {
+	if s.held == nil {
+		s.held = new(heldCounts)
+	}
+}
+
+// Release adds the record counts Flush held since the last Release to the metrics of
+// the router that counted them (commit), or drops them. A Scratch not held has none.
+func (s *Scratch) Release(commit bool) {
+	h := s.held
+	if h == nil {
+		return
+	}
+	if commit && s.owner != nil {
+		s.owner.addCounts(&h.records, &h.diverted, &h.ruleN)
+	}
+	*h = heldCounts{}
 }
 
 // Flush adds what s counted to the metrics of the router that counted it
@@ -244,42 +276,62 @@ type Scratch struct {
 // rule's first limit's gate_limiter_decisions_total). A goroutine routing with its own
 // Scratch calls it once a batch, as the consumer does after each fetched batch: until then those metrics lag by
 // what s holds. Route, and RouteInto with a nil Scratch, flush before they return.
+// After Hold, the record counts are kept for Release instead.
 func (s *Scratch) Flush() {
 	r := s.owner
 	if r == nil {
 		return
 	}
-	for c, n := range s.records {
+	if h := s.held; h != nil {
+		for c := range s.records {
+			h.records[c] += s.records[c]
+			h.diverted[c] += s.diverted[c]
+		}
+		for i := range r.rules {
+			for res := range s.ruleN[i] {
+				h.ruleN[i][res] += s.ruleN[i][res]
+			}
+		}
+	} else {
+		r.addCounts(&s.records, &s.diverted, &s.ruleN)
+	}
+	clear(s.records[:])
+	clear(s.diverted[:])
+	for i := range r.rules {
+		r.rules[i].Limiters[0].AddTally(&s.tally[i])
+		clear(s.ruleN[i][:])
+	}
+}
+
+// addCounts adds record counts of r's (a Scratch's, or what it held) to r's metrics.
+func (r *Router) addCounts(records, diverted *[numReasons]uint64, ruleN *[MaxRules][numResults]uint64) {
+	for c, n := range records {
 		if n != 0 {
 			r.records[c].Add(float64(n))
-			s.records[c] = 0
 		}
 	}
-	for c, n := range s.diverted {
+	for c, n := range diverted {
 		if n != 0 {
 			r.diverted[c].Add(float64(n))
-			s.diverted[c] = 0
 		}
 	}
 	for i := range r.rules {
 		st := &r.rules[i]
-		st.Limiters[0].AddTally(&s.tally[i])
-		for res, n := range s.ruleN[i] {
-			if n != 0 {
-				if st.results[res] != nil { // the implicit rule has none
-					st.results[res].Add(float64(n))
-				}
-				s.ruleN[i][res] = 0
+		for res, n := range ruleN[i] {
+			if n != 0 && st.results[res] != nil { // the implicit rule has none
+				st.results[res].Add(float64(n))
 			}
 		}
 	}
 }
 
 // own makes r the router s counts for, flushing what s counted for another (a router
-// replaced by a rules reload, say) to that one first.
+// replaced by a rules reload, say) to that one first. Held counts go to it then too:
+// they are its rules' (a reload within an open transaction counts them uncommitted).
 func (s *Scratch) own(r *Router) {
 	if s.owner != r {
 		s.Flush()
+		s.Release(true)
 		s.owner = r
 	}
 }
@@ -373,7 +425,9 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 			"and why (reason). In dry run every record is accepted, with reason allowed or dry_run. " +
 			"A record the broker refused and that was dead-lettered with reason rejected is counted " +
 			"twice: where it was first routed, and as dead_letter/rejected once the dead-letter topic took it; " +
-			"one refused there too (undeliverable) is not counted as rejected: gate_records_undeliverable_total counts it.",
+			"one refused there too (undeliverable) is not counted as rejected: gate_records_undeliverable_total counts it. " +
+			"Exactly once, a transaction's records are counted when it commits (an aborted one's when routed again), " +
+			"so a refused record's first routing, in the transaction its refusal aborted, is not.",
 	}, []string{"route", "reason"})
 	diverted := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gate_dry_run_diverted_total",
