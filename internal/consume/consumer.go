@@ -263,6 +263,13 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 	c.checkRules = make(chan struct{}, 1)
 	c.rereadTopics = make(chan struct{}, 1)
 	c.initOutcomes()
+	if c.exactlyOnce() {
+		// A transaction's records are counted once it commits (countCommitted): an
+		// aborted one's are routed again, and counted then.
+		for i := range c.scratch {
+			c.scratch[i].Hold()
+		}
+	}
 	c.produceCtx = context.Background()
 	c.promise = c.onProduced
 	c.txnPromise = c.onProducedTxn

@@ -184,7 +184,8 @@ func TestBatchRejectionRetriesRecordsAlone(t *testing.T) {
 // there (nothing committed past it), the others go on, and the consumer is not ready,
 // saying which record. Before, the partition retried the record for ever, ready.
 // Either way the record is no dead letter in gate_records_total, written nowhere
-// (its first route counts it once, as every record routed); before, the dead letter
+// (at least once its first route counts it once, as every record routed; exactly once
+// nothing does, its first routing's transaction aborted); before, the dead letter
 // built for it was counted as dead_letter/rejected.
 func TestUndeliverable(t *testing.T) {
 	t.Parallel()
@@ -216,7 +217,14 @@ func TestUndeliverable(t *testing.T) {
 					if !g.c.Ready() {
 						t.Errorf("not ready after skipping: %v", g.c.NotReady())
 					}
-					assertNoDeadLetterCounted(t, g, n)
+					// Exactly once, the skipped record is counted nowhere: it was first
+					// routed in a transaction its refusal aborted, and the metrics count
+					// committed transactions' records only.
+					counted := n
+					if tc.d == ExactlyOnce {
+						counted = n - 1
+					}
+					assertNoDeadLetterCounted(t, g, counted)
 					return
 				}
 				waitFor(t, 30*time.Second, "the partition stopped", func() bool {
@@ -253,8 +261,8 @@ func TestUndeliverable(t *testing.T) {
 	}
 }
 
-// assertNoDeadLetterCounted checks that g, which routed n records and skipped one
-// undeliverable, counted every record once where it was first routed (the metric's
+// assertNoDeadLetterCounted checks that g, which routed records and skipped one
+// undeliverable, counted n records once where they were first routed (the metric's
 // sum without rejected) and none as dead_letter/rejected.
 func assertNoDeadLetterCounted(t *testing.T, g *testGate, n int) {
 	t.Helper()
@@ -443,6 +451,64 @@ func TestExactlyOnceReplayCountsOnce(t *testing.T) {
 	}
 	if st.Pending != n {
 		t.Fatalf("team-once counted %d for %d records after %v aborted transactions, want %d", st.Pending, n, aborted, n)
+	}
+}
+
+// TestExactlyOnceAbortedTransactionsAreNotCounted: exactly once, the routing metrics
+// count what committed transactions hold, as read_committed readers see it: a record
+// refused for good (too large) goes to dead letter, and the transactions that carry it
+// abort on a failed produce several times, its dead letter acknowledged in each. The
+// committed outputs are 2 accepted and 1 dead letter (stripped), and gate_records_total
+// adds up to 3. Before, every aborted attempt was counted
+// too (gate_records_total 3 per attempt that routed the poll, and the dead letter each
+// time the broker took it).
+func TestExactlyOnceAbortedTransactionsAreNotCounted(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.MaxMessageBytes = 4096
+	env.ccfg.ProduceRetries = 1
+	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	// The produce requests to the dead-letter topic, each in a transaction the failing
+	// accepted records abort (the dead letter with its value is refused by the client).
+	var dlqProduces atomic.Int64
+	dlqID := env.cluster.TopicInfo(dlqTopic).TopicID // produce v13 names topics by id
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
+			if rt.Topic == dlqTopic || rt.TopicID == dlqID {
+				dlqProduces.Add(1)
+			}
+		}
+		return nil, nil, false
+	})
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-a"), big, inputRecord(2, "team-a")})
+	g := env.start(t, "a")
+	waitFor(t, 30*time.Second, "the dead letter produced in 2 transactions", func() bool { return dlqProduces.Load() >= 2 })
+	fault.Remove()
+	out := collect(t, env.cluster, 3, 30*time.Second, 100*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+	if acc, dlq := len(out.recs[accTopic]), len(out.recs[dlqTopic]); acc != 2 || dlq != 1 {
+		t.Fatalf("read_committed: %d accepted, %d dead letters, want 2 and 1", acc, dlq)
+	}
+	aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+	// Nothing is routed after the commit: the counts are final once they reach 3.
+	var counted float64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if counted = counterSum(t, g.reg, "gate_records_total"); counted == 3 {
+			break
+		}
+	}
+	if counted != 3 {
+		t.Errorf("gate_records_total = %v after %v aborted transactions, want 3: the records of the committed one", counted, aborted)
+	}
+	// Moved once to each stage: to dead letter (refused in its batch, then alone), then
+	// stripped (its dead letter refused as too large too).
+	for _, to := range []string{"dead_letter", "dead_letter_stripped"} {
+		if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues(to)); got != 1 {
+			t.Errorf("gate_records_rerouted_total{to=%q} = %v after %v aborted transactions, want 1", to, got, aborted)
+		}
 	}
 }
 

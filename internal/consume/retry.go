@@ -348,7 +348,7 @@ func (c *Consumer) backoff(attempts int) time.Duration {
 // produce refused in its batch and again alone. The first refusal still takes those:
 // it is how a topic made compacted at runtime is found (logRerouted). It reports
 // whether f was made a dead letter. With exactly-once the rerouted count waits for its
-// transaction to commit (onProducedTxn, unsentTaken): a transaction aborted routes it again.
+// transaction to commit (onProducedTxn, countCommitted): a transaction aborted routes it again.
 func (c *Consumer) deadLetterUnsent(f *failed) bool {
 	if f.out.Key != nil || f.stage != stageRouted {
 		return false

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,6 +404,67 @@ func TestKnownCompactedKeylessStraightToDeadLetter(t *testing.T) {
 	}
 }
 
+// TestKnownCompactedKeylessCountedOnceThroughAborts: exactly once, keyless overflow
+// records to a topic known compacted go to dead letter unsent (deadLetterUnsent) in
+// transactions that abort, the accepted records' produces failing, their dead letters
+// taken by the broker in each: once a transaction commits, each is counted once, in
+// gate_records_rerouted_total and gate_records_total's dead_letter/rejected, as
+// read_committed readers find it. Before, each was counted again in every aborted
+// attempt the broker took it in.
+func TestKnownCompactedKeylessCountedOnceThroughAborts(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	env := newEnv(t, 1)
+	env.ccfg.Delivery = ExactlyOnce
+	env.ccfg.ProduceRetries = 1
+	env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.DeadLetterTopic = dlqTopic
+	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
+	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+	})
+	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	var dlqProduces atomic.Int64
+	dlqID := env.cluster.TopicInfo(dlqTopic).TopicID // produce v13 names topics by id
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
+			if rt.Topic == dlqTopic || rt.TopicID == dlqID {
+				dlqProduces.Add(1)
+			}
+		}
+		return nil, nil, false
+	})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-1")
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	waitFor(t, 30*time.Second, "the dead letters produced in 2 transactions", func() bool { return dlqProduces.Load() >= 2 })
+	fault.Remove()
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+	}
+	dls := len(out.recs[dlqTopic])
+	if dls != n-2 {
+		t.Fatalf("%d dead letters of %d records, want %d", dls, n, n-2)
+	}
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+	if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter")); got != float64(dls) {
+		t.Errorf(`gate_records_rerouted_total{to="dead_letter"} = %v after %v aborted transactions, want %d`, got, aborted, dls)
+	}
+	if got := recordsCounted(t, g.reg, "dead_letter", "rejected"); got != float64(dls) {
+		t.Errorf(`gate_records_total{route="dead_letter",reason="rejected"} = %v after %v aborted transactions, want %d`, got, aborted, dls)
+	}
+}
+
 // TestCompactedFoundNotRetriedOneAtATime: the keyless records an overflow topic made
 // compacted at runtime refuses in their batch (its first refusal, the topic not yet
 // known compacted) are retried alone, each a round trip, only until the settings read
@@ -448,51 +510,5 @@ func TestCompactedFoundNotRetriedOneAtATime(t *testing.T) {
 				t.Errorf("%d produce requests to the compacted overflow topic for %d keyless records: want the records tried alone only until the topic is found compacted", h, dls)
 			}
 		})
-	}
-}
-
-// TestKnownCompactedDeadLettersCountedOnceThroughAnAbort: exactly once, a keyless record
-// to a topic known compacted is made its dead letter unsent (deadLetterUnsent) in a
-// transaction that then aborts for another record's fault (the accepted topic refusing
-// one produce): the poll is routed again, and its dead letters are counted in
-// gate_records_rerouted_total and gate_records_total once, as they are written once.
-func TestKnownCompactedDeadLettersCountedOnceThroughAnAbort(t *testing.T) {
-	t.Parallel()
-	const n = 20
-	env := newEnv(t, 1)
-	env.ccfg.Delivery = ExactlyOnce
-	env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
-	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
-	env.ccfg.KeylessTopics = []string{ovfTopic}
-	env.ccfg.DeadLetterTopic = dlqTopic
-	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
-	g := env.start(t, "a")
-	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
-	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
-	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
-		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
-	})
-	// The accepted topic refuses one produce: the transaction holding the dead letters aborts.
-	aborted := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.InvalidRecord, Count: 1})
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-1")
-	}
-	produceAll(t, producer(t, env.cluster), recs)
-	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
-	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
-		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
-	}
-	if aborted.Hits() == 0 {
-		t.Fatal("the accepted topic refused no produce: the test tests nothing")
-	}
-	dls := len(out.recs[dlqTopic])
-	waitCommitted(t, env.cluster, 1, 30*time.Second)
-	if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter")); got != float64(dls) {
-		t.Errorf(`gate_records_rerouted_total{to="dead_letter"} = %v, want %d (the dead letters written)`, got, dls)
-	}
-	if got := recordsCounted(t, g.reg, "dead_letter", "rejected"); got != float64(dls) {
-		t.Errorf(`gate_records_total{route="dead_letter",reason="rejected"} = %v, want %d (the dead letters written)`, got, dls)
 	}
 }

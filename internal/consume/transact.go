@@ -358,6 +358,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	if c.txn.interrupted.Load() {
 		stop() // interrupted before the stop was registered
 	}
+	c.dropUncommittedCounts() // of the last transaction, unless it committed
 	c.routeTxn(ws)
 	c.fillTxn(pollCtx, start, &res)
 	// The transaction's outcome rows, in it: they commit or abort with its records.
@@ -408,7 +409,6 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.untold.start()
 	committed, err := c.tx.End(ctx, end)
 	c.txn.ending.Store(false)
-	unsentTaken := c.txn.unsentTaken.Swap(0) // this transaction's, whatever its end
 	if c.txn.beforeRewind != nil {
 		c.txn.beforeRewind()
 	}
@@ -417,6 +417,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		// routed again, and a gate whose every transaction aborts is stuck (watchdog.go).
 		c.progressed()
 		c.txn.committed(offs, c.ownedIDs())
+		c.countCommitted()
 	}
 	if err == nil && !committed {
 		c.rewindTxnStarts()
@@ -439,10 +440,6 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	res.refused = !committed && end == kgo.TryCommit
 	if committed {
 		c.m.transactions.WithLabelValues("committed").Inc()
-		for range unsentTaken {
-			c.m.countRerouted(stageDeadLetter)
-			c.router.CountDeadLettered()
-		}
 		c.m.outcomeRows.Add(float64(rows)) // written only now: an aborted one's are not
 		c.m.outcomeFolded.Add(float64(folded))
 	} else {
@@ -777,6 +774,37 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	c.setLag(w.p, w.hwm, w.stable, lagFrom)
 }
 
+// countCommitted counts the transaction just committed: its records (each routing
+// goroutine's held counts: route.Scratch.Hold) and its dead letters taken. Only a
+// committed transaction's, so that the metrics count what read_committed readers of
+// the output topics find: an aborted one's records are routed, and counted, again.
+// Nothing routes meanwhile.
+func (c *Consumer) countCommitted() {
+	for i := range c.scratch {
+		c.scratch[i].Release(true)
+	}
+	for n := c.txn.deadLettered.Swap(0); n > 0; n-- {
+		c.router.CountDeadLettered()
+	}
+	for stage := range c.txn.rerouted {
+		for n := c.txn.rerouted[stage].Swap(0); n > 0; n-- {
+			c.m.countRerouted(stage)
+		}
+	}
+}
+
+// dropUncommittedCounts forgets what countCommitted would have counted of a
+// transaction that did not commit (aborted, or its end failed), as a new one begins.
+func (c *Consumer) dropUncommittedCounts() {
+	for i := range c.scratch {
+		c.scratch[i].Release(false)
+	}
+	c.txn.deadLettered.Store(0)
+	for stage := range c.txn.rerouted {
+		c.txn.rerouted[stage].Store(0)
+	}
+}
+
 // refuseKnown fails f, a keyless record the router sent to a topic known to refuse it
 // (knownRefusal), in the open transaction as the broker's refusal of it alone would,
 // without producing it: the transaction aborts, and its replay sends f to dead letter
@@ -835,24 +863,25 @@ func (c *Consumer) produceAlone(f *failed) {
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	b := f.b
-	// Made a dead letter unsent (deadLetterUnsent, which set err).
-	unsent := f.stage > stageRouted && f.err != nil
 	if err == nil {
 		c.producedOK(r.Topic)
-		switch {
-		case unsent:
-			// Counted when the transaction commits (unsentTaken): an aborted one routes
-			// it again, unsent again, and it was counted twice (a review).
-			c.txn.unsentTaken.Add(1)
-		case f.stage > stageRouted:
-			c.router.CountDeadLettered() // as onProduced: taken, not only built
+		if f.stage > stageRouted {
+			c.txn.deadLettered.Add(1) // as onProduced: taken, not only built; once committed
 		}
 	}
-	if unsent && err != nil && !errors.Is(err, context.Canceled) {
-		// Refused: counted as rerouted now, as a refused record is counted once it
-		// moves; it moves on from the dead-letter stage (rememberRejected), and is not
-		// made a dead letter unsent again. Not when a cancelled routing drops it.
-		c.m.countRerouted(int(f.stage))
+	if f.stage > stageRouted && f.err != nil && !errors.Is(err, context.Canceled) {
+		// Made a dead letter unsent (deadLetterUnsent, which set err): counted as
+		// rerouted when the broker answers it, taken (once committed: an aborted
+		// transaction's is made again when replayed) or refused for good (now: it then
+		// moves on from the dead-letter stage, rememberRejected, and is not made
+		// unsent again), as a refused record is counted once it moves; not when a
+		// cancelled routing drops it, nor when a transient refusal has it made again.
+		switch {
+		case err == nil:
+			c.txn.rerouted[f.stage].Add(1)
+		case rejected(err):
+			c.m.countRerouted(int(f.stage))
+		}
 	}
 	if errors.Is(err, context.Canceled) {
 		// Failed because the routing context ended (a revoke or loss, or the end of the

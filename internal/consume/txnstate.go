@@ -38,10 +38,6 @@ type txnState struct {
 	interrupted atomic.Bool
 	skipped     atomic.Bool
 	inputGone   atomic.Bool // the input topic went (inputwatch.go): every transaction aborts
-	// unsentTaken counts the open transaction's dead letters made unsent
-	// (deadLetterUnsent) that the broker took: counted as rerouted and dead-lettered when
-	// it commits, as an aborted one's are routed, and taken, again.
-	unsentTaken atomic.Int64
 	// filling is set while fillTxn handles a poll's fetch errors, the transaction open
 	// with records in it; gapMet, when that poll met input records lost (loss.go), whose
 	// handling then waits for the transaction's abort, and gaps the broker losses among
@@ -74,6 +70,12 @@ type txnState struct {
 	// the two apart, and the cost of the false alarm is an offset fetch per later abort.
 	// The loop's goroutine only.
 	staleCommitted bool
+	// deadLettered and rerouted count the open transaction's dead letters the broker
+	// took (gate_records_total's dead_letter/rejected), and of those the ones made
+	// unsent (gate_records_rerouted_total, by stage: deadLetterUnsent): added to the
+	// metrics when it commits (countCommitted), dropped when the next begins.
+	deadLettered atomic.Int64
+	rerouted     [stageUndeliverable + 1]atomic.Int64
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
