@@ -34,9 +34,9 @@ func TestTakingOverABacklogOfAHeldTeam(t *testing.T) {
 	}
 	t.Cleanup(kc.Close)
 	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS":   strings.Join(kc.ListenAddrs(), ","),
-		"GATE_REDIS_URLS":      srv.URL(),
-		"GATE_THRESHOLD":       strconv.Itoa(threshold),
+		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_THRESHOLD":     strconv.Itoa(threshold),
 		// A prime is bounded by two tick intervals (then first contact): 2 s, which a
 		// loaded machine under -race keeps to, where 200 ms ticks once let 50 through.
 		"GATE_TICK_INTERVAL":   "1s",
