@@ -391,7 +391,7 @@ func waitAcked(t *testing.T, g *testGate) {
 	t.Helper()
 	waitFor(t, 20*time.Second, "every record acknowledged", func() bool {
 		for _, p := range g.c.snapshot(nil) {
-			if n, _ := p.inFlight(); n > 0 {
+			if n, _ := p.inFlight(false); n > 0 {
 				return false
 			}
 		}

@@ -470,17 +470,7 @@ func TestExactlyOnceAbortedTransactionsAreNotCounted(t *testing.T) {
 	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
 	// The produce requests to the dead-letter topic, each in a transaction the failing
 	// accepted records abort (the dead letter with its value is refused by the client).
-	var dlqProduces atomic.Int64
-	dlqID := env.cluster.TopicInfo(dlqTopic).TopicID // produce v13 names topics by id
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
-			if rt.Topic == dlqTopic || rt.TopicID == dlqID {
-				dlqProduces.Add(1)
-			}
-		}
-		return nil, nil, false
-	})
+	dlqProduces := produceRequests(env, dlqTopic)
 	big := inputRecord(1, "team-big")
 	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
 	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-a"), big, inputRecord(2, "team-a")})

@@ -1327,17 +1327,8 @@ func TestOutcomesExactlyOnceKnownCompacted(t *testing.T) {
 	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
-	// kfake takes a record without a key on a compacted topic; Kafka refuses it.
-	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
-	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
-		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
-	})
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-1")
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	refused := compactOverflow(t, env, g, true)
+	produceAll(t, producer(t, env.cluster), oneTeam(n))
 	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))

@@ -145,7 +145,7 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	}
 	var left int64
 	for _, p := range c.snapshot(ids) {
-		r, _ := p.inFlight()
+		r, _ := p.inFlight(false)
 		left += r
 	}
 	if !c.exactlyOnce() && len(ids) > 0 && len(c.snapshot(ids)) > 0 {
@@ -222,17 +222,13 @@ func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 		n = 0
 		rows := false
 		for _, p := range c.snapshot(ids) {
-			inFlight := p.inFlight
-			if p.stopped.Load() {
-				// Its records given up (the undeliverable record that stopped it, retries
-				// dropped) are never acknowledged; those still with the client, routed
-				// before it stopped (a data-loss stop), and its seals' outcome rows are
-				// awaited as any partition's, so that the commit after the wait covers
-				// them. Skipped, they were abandoned unsaid (the rows: the commit held at
-				// their seal) and written again by the partition's next owner.
-				inFlight = p.awaitable
-			}
-			r, w := inFlight()
+			// A stopped partition's records given up (the undeliverable record that
+			// stopped it, retries dropped) are never acknowledged; those still with the
+			// client, routed before it stopped (a data-loss stop), and its seals' outcome
+			// rows are awaited as any partition's, so that the commit after the wait
+			// covers them. Skipped, they were abandoned unsaid (the rows: the commit held
+			// at their seal) and written again by the partition's next owner.
+			r, w := p.inFlight(p.stopped.Load())
 			n, rows = n+r, rows || w
 		}
 		return n == 0 && !rows

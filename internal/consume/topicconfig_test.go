@@ -186,10 +186,7 @@ func TestCompactedWhileRunning(t *testing.T) {
 	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
-	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
-		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
-	})
+	compactOverflow(t, env, g, false)
 	setTopicConfig(t, env.cluster, "cleanup.policy", "delete", ovfTopic)
 	waitFor(t, 20*time.Second, "ready once the topic is not compacted", g.c.Ready)
 }
@@ -272,11 +269,7 @@ func TestCompactedWhileRunningFoundAtTheFirstRefusal(t *testing.T) {
 	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
 	// kfake takes a record without a key on a compacted topic; Kafka refuses it.
 	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-1")
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	produceAll(t, producer(t, env.cluster), oneTeam(n))
 	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
 		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
 	})
@@ -356,24 +349,12 @@ func TestKnownCompactedKeylessStraightToDeadLetter(t *testing.T) {
 			const n = 20
 			env := newEnv(t, 1)
 			env.ccfg.Delivery = d
-			env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
-			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
-			env.ccfg.KeylessTopics = []string{ovfTopic}
-			env.ccfg.DeadLetterTopic = dlqTopic
+			keylessOverflow(env)
 			env.ccfg.TopicConfigInterval = 100 * time.Millisecond
 			g := env.start(t, "a")
 			waitFor(t, 20*time.Second, "ready", g.c.Ready)
-			setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
-			// kfake takes a record without a key on a compacted topic; Kafka refuses it.
-			refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
-			waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
-				return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
-			})
-			recs := make([]*kgo.Record, n)
-			for id := range recs {
-				recs[id] = inputRecord(id, "team-1")
-			}
-			produceAll(t, producer(t, env.cluster), recs)
+			refused := compactOverflow(t, env, g, true)
+			produceAll(t, producer(t, env.cluster), oneTeam(n))
 			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
 			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 				t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
@@ -417,34 +398,14 @@ func TestKnownCompactedKeylessCountedOnceThroughAborts(t *testing.T) {
 	env := newEnv(t, 1)
 	env.ccfg.Delivery = ExactlyOnce
 	env.ccfg.ProduceRetries = 1
-	env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
-	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
-	env.ccfg.KeylessTopics = []string{ovfTopic}
-	env.ccfg.DeadLetterTopic = dlqTopic
+	keylessOverflow(env)
 	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
-	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
-	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
-		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
-	})
+	compactOverflow(t, env, g, false)
 	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
-	var dlqProduces atomic.Int64
-	dlqID := env.cluster.TopicInfo(dlqTopic).TopicID // produce v13 names topics by id
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
-			if rt.Topic == dlqTopic || rt.TopicID == dlqID {
-				dlqProduces.Add(1)
-			}
-		}
-		return nil, nil, false
-	})
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-1")
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	dlqProduces := produceRequests(env, dlqTopic)
+	produceAll(t, producer(t, env.cluster), oneTeam(n))
 	waitFor(t, 30*time.Second, "the dead letters produced in 2 transactions", func() bool { return dlqProduces.Load() >= 2 })
 	fault.Remove()
 	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
@@ -479,21 +440,14 @@ func TestCompactedFoundNotRetriedOneAtATime(t *testing.T) {
 			const n = 60
 			env := newEnv(t, 1)
 			env.ccfg.Delivery = d
-			env.lcfg.Threshold = 2 // team-1 over after two records: the rest to overflow
-			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
-			env.ccfg.KeylessTopics = []string{ovfTopic}
-			env.ccfg.DeadLetterTopic = dlqTopic
+			keylessOverflow(env)
 			env.ccfg.TopicConfigInterval = time.Hour // found only through the refusal
 			g := env.start(t, "a")
 			waitFor(t, 20*time.Second, "ready", g.c.Ready)
 			setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
 			// kfake takes a record without a key on a compacted topic; Kafka refuses it.
 			refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
-			recs := make([]*kgo.Record, n)
-			for id := range recs {
-				recs[id] = inputRecord(id, "team-1")
-			}
-			produceAll(t, producer(t, env.cluster), recs)
+			produceAll(t, producer(t, env.cluster), oneTeam(n))
 			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
 			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 				t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
@@ -511,4 +465,56 @@ func TestCompactedFoundNotRetriedOneAtATime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keylessOverflow has env's gate write its overflow topic without keys, and send team-1
+// there past its second record; dead letters to dlqTopic.
+func keylessOverflow(env *gateEnv) {
+	env.lcfg.Threshold = 2
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.DeadLetterTopic = dlqTopic
+}
+
+// compactOverflow makes env's overflow topic compacted and waits for g to find it so
+// (not ready, the topic and cleanup.policy named). refuse: kfake, which takes a record
+// without a key on a compacted topic, refuses those from then on as Kafka does
+// (INVALID_RECORD), the fault returned.
+func compactOverflow(t *testing.T, env *gateEnv, g *testGate, refuse bool) *kfake.FaultHandle {
+	t.Helper()
+	setTopicConfig(t, env.cluster, "cleanup.policy", "compact", ovfTopic)
+	var refused *kfake.FaultHandle
+	if refuse {
+		refused = env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.InvalidRecord, Count: -1})
+	}
+	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+	})
+	return refused
+}
+
+// oneTeam is n input records of team-1.
+func oneTeam(n int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-1")
+	}
+	return recs
+}
+
+// produceRequests counts, from now on, the produce requests to env's cluster that
+// carry records of topic (named, or by id as produce v13 names it).
+func produceRequests(env *gateEnv, topic string) *atomic.Int64 {
+	var n atomic.Int64
+	id := env.cluster.TopicInfo(topic).TopicID
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
+			if rt.Topic == topic || rt.TopicID == id {
+				n.Add(1)
+			}
+		}
+		return nil, nil, false
+	})
+	return &n
 }

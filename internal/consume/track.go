@@ -119,7 +119,7 @@ type batch struct {
 	// givenUp counts the batch's records given up unacknowledged, at least once: a
 	// retry dropped as its partition was released or stopped, an undeliverable record
 	// that stopped it. They are never acknowledged, so a wait for a stopped
-	// partition's records leaves them out (partition.awaitable).
+	// partition's records leaves them out (partition.inFlight).
 	givenUp atomic.Int64
 }
 
@@ -215,8 +215,12 @@ func (p *partition) advance() (kgo.EpochOffset, int, bool) {
 // inFlight returns how many records are routed but not acknowledged, and whether an
 // outcome seal counting records of p awaits its rows: a seal's batch is no record, and
 // counted as one it made a shutdown whose rows went unwritten report records abandoned
-// where none were.
-func (p *partition) inFlight() (records int64, rows bool) {
+// where none were. awaitable leaves out the records given up (batch.givenUp), never to
+// be acknowledged: for a stopped partition's wait (waitInFlight), where a data-loss stop
+// (loss.go) leaves the records of the polls before the gap in flight, and their rows,
+// which the broker acknowledges as any; a seal's rows count even an undeliverable
+// stop's records.
+func (p *partition) inFlight(awaitable bool) (records int64, rows bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, b := range p.batches {
@@ -224,27 +228,11 @@ func (p *partition) inFlight() (records int64, rows bool) {
 		if b.seal {
 			rows = rows || n > 0
 			continue
+		}
+		if awaitable {
+			n = max(n-b.givenUp.Load(), 0)
 		}
 		records += n
-	}
-	return records, rows
-}
-
-// awaitable is inFlight for a stopped partition's wait (waitInFlight): its records
-// without those given up (batch.givenUp), which may still be acknowledged, and whether
-// a seal counting its records awaits its rows. A data-loss stop (loss.go) leaves the
-// records of the polls before the gap in flight, and their rows, which the broker
-// acknowledges as any; a seal's rows count even an undeliverable stop's records.
-func (p *partition) awaitable() (records int64, rows bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, b := range p.batches {
-		n := b.remaining.Load()
-		if b.seal {
-			rows = rows || n > 0
-			continue
-		}
-		records += max(n-b.givenUp.Load(), 0)
 	}
 	return records, rows
 }
