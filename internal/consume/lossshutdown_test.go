@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -108,40 +109,12 @@ func TestShutdownAwaitsStoppedPartitionsInFlight(t *testing.T) {
 	produceTo(t, prod, 0, 100, inflight) // ids 100..109 at offsets 20..29, their produce held
 	waitFor(t, 20*time.Second, "the produce of offsets 20..29 held", func() bool { return held.Load() > 0 })
 
-	// Then a gap at the gate's position, 30: its fetches fail while records are written
-	// past it and the first of them deleted.
-	pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
-	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
-		Err: kerr.NotLeaderForPartition, Count: -1})
-	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
-	produceTo(t, prod, 0, 200, more)
-	if err := env.cluster.DeleteRecords(inTopic, 0, pos+deleted); err != nil {
-		t.Fatal(err)
-	}
-	hold.Remove()
-	want := fmt.Sprintf("partition %s/0 stopped at offset %d", inTopic, pos)
-	waitFor(t, 20*time.Second, "not ready, naming the partition stopped", func() bool {
-		return strings.Contains(strings.Join(g.c.NotReady(), "; "), want)
-	})
+	// Then a gap at the gate's position, 30.
+	pos := stopAtAGap(t, env, g, prod, more, deleted)
 
 	// Shut down with the produce still held. It is released when the gate leaves the
 	// group (the shutdown over: too late), or after a while (a shutdown that waits).
-	env.cluster.ControlKey(kmsg.LeaveGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		free()
-		return nil, nil, false
-	})
-	g.cancel()
-	g.cancel = nil
-	timer := time.AfterFunc(2*time.Second, free)
-	defer timer.Stop()
-	select {
-	case err := <-g.done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30 s")
-	}
+	shutDownHeld(t, env, g, free)
 	if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != pos {
 		t.Errorf("partition 0 committed at %v, want %d: the records before the gap, in flight at the shutdown, awaited and committed", gc.Offset, pos)
 	}
@@ -192,12 +165,31 @@ func TestShutdownAwaitsStoppedPartitionsOutcomeRows(t *testing.T) {
 	waitFor(t, 20*time.Second, "the rows of offsets 20..29 held", func() bool { return held.Load() > 0 })
 
 	// Then a gap at the gate's position, 30, as in TestShutdownAwaitsStoppedPartitionsInFlight.
+	pos := stopAtAGap(t, env, g, prod, more, deleted)
+	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != first {
+		t.Fatalf("partition 0 committed at %d before the shutdown, want %d: the commit held at the seal of the rows held", gc.Offset, first)
+	}
+
+	// Shut down with the rows still held. They are released when the gate leaves the
+	// group (the shutdown over: too late), or after a while (a shutdown that waits).
+	shutDownHeld(t, env, g, free)
+	if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != pos {
+		t.Errorf("partition 0 committed at %v, want %d: the outcome rows of the records before the gap, in flight at the shutdown, awaited and the records committed", gc.Offset, pos)
+	}
+}
+
+// stopAtAGap makes a gap at g's position in partition 0 (its fetches fail while more
+// records are written past it and the first deleted of them) and waits for g to stop
+// the partition there (GATE_ON_DATA_LOSS=stop, not ready, naming it); it returns the
+// gap's offset.
+func stopAtAGap(t *testing.T, env *gateEnv, g *testGate, prod *kgo.Client, more, deleted int) int64 {
+	t.Helper()
 	pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
 	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
 		Err: kerr.NotLeaderForPartition, Count: -1})
 	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
 	produceTo(t, prod, 0, 200, more)
-	if err := env.cluster.DeleteRecords(inTopic, 0, pos+deleted); err != nil {
+	if err := env.cluster.DeleteRecords(inTopic, 0, pos+int64(deleted)); err != nil {
 		t.Fatal(err)
 	}
 	hold.Remove()
@@ -205,12 +197,14 @@ func TestShutdownAwaitsStoppedPartitionsOutcomeRows(t *testing.T) {
 	waitFor(t, 20*time.Second, "not ready, naming the partition stopped", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), "; "), want)
 	})
-	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != first {
-		t.Fatalf("partition 0 committed at %d before the shutdown, want %d: the commit held at the seal of the rows held", gc.Offset, first)
-	}
+	return pos
+}
 
-	// Shut down with the rows still held. They are released when the gate leaves the
-	// group (the shutdown over: too late), or after a while (a shutdown that waits).
+// shutDownHeld stops g while the broker holds something of its until free is called,
+// which it is when g leaves the group (the shutdown over: too late to wait for what was
+// held), or 2 s after the stop began (a shutdown that waits gets it then).
+func shutDownHeld(t *testing.T, env *gateEnv, g *testGate, free func()) {
+	t.Helper()
 	env.cluster.ControlKey(kmsg.LeaveGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		free()
 		return nil, nil, false
@@ -226,8 +220,5 @@ func TestShutdownAwaitsStoppedPartitionsOutcomeRows(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s")
-	}
-	if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != pos {
-		t.Errorf("partition 0 committed at %v, want %d: the outcome rows of the records before the gap, in flight at the shutdown, awaited and the records committed", gc.Offset, pos)
 	}
 }
