@@ -114,11 +114,7 @@ func BenchmarkTeamTop(b *testing.B) {
 func TestTeamTopAnswersFreed(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.CheckAt(t0, "a", 1)
+	lim := minuteLimiter(t, t0, "a")
 	api := NewTeamAPI(GateJSON{}, FixedRules(lim))
 	mux := NewMux(prometheus.NewRegistry(), nil, api)
 	const asked = 5

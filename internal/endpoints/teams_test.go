@@ -409,11 +409,7 @@ func TestTeamAPIRotatingTeamsUserKey(t *testing.T) {
 func TestTeamAPIRefusesUnknownParameters(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.CheckAt(t0, "a", 1)
+	lim := minuteLimiter(t, t0, "a")
 	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
 	for path, want := range map[string]string{
 		"/v1/teams?tpo=100":       `unknown query parameter "tpo": /v1/teams takes top only`,
@@ -444,10 +440,7 @@ func TestTeamAPIRefusesUnknownParameters(t *testing.T) {
 func TestTeamAPISaysTheGateIsNotReady(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := minuteLimiter(t, t0)
 	ready := &Readiness{kafka: func() []string { return []string{"kafka: not joined to consumer group g yet"} }}
 	ready.ok.Store(true)
 	mux := NewMux(prometheus.NewRegistry(), ready, NewTeamAPI(GateJSON{}, FixedRules(lim)))
@@ -475,12 +468,7 @@ func TestTeamAPISaysTheGateIsNotReady(t *testing.T) {
 func TestTeamAPIUnknownPathIsJSON(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.CheckAt(t0, "whale", 1)
-	lim.CheckAt(t0, "a/b", 1)
+	lim := minuteLimiter(t, t0, "whale", "a/b")
 	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
 	for _, path := range []string{"/v1/teams/", "/v1/teams/whale/", "/v1/teams/whale/x"} {
 		rec := httptest.NewRecorder()
@@ -506,11 +494,7 @@ func TestTeamAPIUnknownPathIsJSON(t *testing.T) {
 func TestTeamAPIWrongMethodIsJSON(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.CheckAt(t0, "whale", 1)
+	lim := minuteLimiter(t, t0, "whale")
 	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
 	for _, method := range []string{http.MethodPost, http.MethodDelete, http.MethodPut} {
 		for _, path := range []string{"/v1/teams/whale", "/v1/teams?top=5", "/v1/teams", "/v1/teams/whale/x"} {
@@ -543,10 +527,7 @@ func TestTeamAPIWrongMethodIsJSON(t *testing.T) {
 func TestTeamAPIForcedKeyRankedOver(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := minuteLimiter(t, t0)
 	for team, n := range map[string]int{"busy": 90, "forced": 1, "quiet": 2} {
 		for range n {
 			lim.CheckAt(t0, team, 1)
@@ -567,10 +548,7 @@ func TestTeamAPIForcedKeyRankedOver(t *testing.T) {
 func TestTeamAPIQuotesKeysThatAreNotUTF8(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := minuteLimiter(t, t0)
 	for _, team := range []string{"t\xff", "t\xfe", "plain"} {
 		lim.CheckAt(t0, team, 1)
 	}
@@ -652,10 +630,7 @@ func TestTeamAPIHeldKeyRankedFirst(t *testing.T) {
 func TestTeamAPINamesAKeyNoRuleBuilds(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := minuteLimiter(t, t0)
 	user, err := route.ParseKeyFrom("json:token+distinct_id")
 	if err != nil {
 		t.Fatal(err)
@@ -730,4 +705,18 @@ func TestTeamViewSaysItsUnit(t *testing.T) {
 	if got := unitOf(NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rules })); !slices.Equal(got, []string{"bytes", "events"}) {
 		t.Errorf("rules of cost bytes, events: units %q", got)
 	}
+}
+
+// minuteLimiter is a limiter of 100 records a minute on a clock stopped at t0, each of
+// teams checked once.
+func minuteLimiter(t *testing.T, t0 time.Time, teams ...string) *limit.Limiter {
+	t.Helper()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range teams {
+		lim.CheckAt(t0, team, 1)
+	}
+	return lim
 }
