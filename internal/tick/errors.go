@@ -62,20 +62,27 @@ func (t *Ticker) countError(c cause, instance string) {
 }
 
 // trackNodes keeps the errors and pipeline duration metrics' series of the cluster's
-// primaries as the tick finds them (p.nodes: every primary it sent to, its ClusterShards lanes covering them
-// all): each new primary's at zero, so that its first failure is an increase to rate(),
-// and, whenever one is new (here or to nodeSeries since), those of the primaries gone
-// deleted. A cluster's nodes change address over failovers and resharding (a pod
-// rescheduled), and each would otherwise keep its series for the process's life. Only a
-// set that changed costs more than a lookup a primary.
+// primaries as the tick finds them (p.nodes: every primary it sent to, its ClusterShards
+// lanes covering them all): each new primary's at zero, so that its first failure is an
+// increase to rate(), and those of any primary the tick no longer sends to deleted. A
+// cluster's nodes change address over failovers and resharding (a pod rescheduled), and
+// each would otherwise keep its series for the process's life. Deleted whenever errNodes
+// holds more than p.nodes, not only when a primary is new: a tick whose slot map changed
+// while it looked its lanes up (the client reloads it in the background) sent to the old
+// primary and its successor both, and the next, which has no new one, kept the old one's
+// for good (TestTrackNodesDeletesAPrimaryGoneAfterItsSuccessorCame). A tick of an
+// unchanged set costs a lookup a primary.
 func (t *Ticker) trackNodes(p *plan) {
+	n := 0
 	for _, node := range p.nodes {
-		t.nodeSeries(node)
+		if node != "" {
+			t.nodeSeries(node)
+			n++ // one pipeline a primary: p.nodes holds each once
+		}
 	}
-	if !t.nodesAdded {
+	if len(t.errNodes) <= n {
 		return
 	}
-	t.nodesAdded = false
 	for node := range t.errNodes {
 		if !slices.Contains(p.nodes, node) {
 			t.m.errors.DeletePartialMatch(prometheus.Labels{"redis_instance": node})
@@ -86,8 +93,8 @@ func (t *Ticker) trackNodes(p *plan) {
 }
 
 // nodeSeries makes the series of node, a cluster primary's address, at zero unless it
-// has them (errNodes), and notes it new: the next trackNodes deletes those of the
-// primaries gone, also when the fleet count or the clock check met the new one first.
+// has them (errNodes): the next trackNodes deletes them if the tick does not send to it
+// (the fleet count or the clock check met it, the slot map not yet read again).
 func (t *Ticker) nodeSeries(node string) {
 	if _, ok := t.errNodes[node]; node == "" || ok {
 		return
@@ -100,7 +107,6 @@ func (t *Ticker) nodeSeries(node string) {
 		t.m.errors.WithLabelValues(c.String(), node)
 	}
 	t.m.pipelineDur.WithLabelValues(node)
-	t.nodesAdded = true
 }
 
 // countOn counts one failure of cause c of a command sent outside the tick's pipelines

@@ -632,3 +632,28 @@ func TestClusterFleetCountAndClockCheckFollowAFailover(t *testing.T) {
 
 // nodeName is clockSource's node.
 func nodeName(_ any, node string) string { return node }
+
+// TestTrackNodesDeletesAPrimaryGoneAfterItsSuccessorCame: a tick whose slot map changed
+// while it looked its lanes' primaries up (the client reloads it in the background)
+// sends to the old primary and its successor both; the next tick, the old one gone, has
+// no new primary. The gone one's series are deleted all the same. Before, they were
+// deleted only when a new primary came, which it had a tick before: kept for good.
+func TestTrackNodesDeletesAPrimaryGoneAfterItsSuccessorCame(t *testing.T) {
+	t.Parallel()
+	m, err := newMetrics(prometheus.NewRegistry(), 1, true, nil, nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := &Ticker{m: m}
+	for _, nodes := range [][]string{{"a:1", "b:1", "d:1"}, {"a:1", "b:1", "d:1", "p:1"}, {"a:1", "b:1", "p:1"}} {
+		tk.trackNodes(&plan{nodes: nodes})
+	}
+	for k := range errorSeries(t, tk) {
+		if k[1] == "d:1" {
+			t.Errorf("gate_limiter_errors_total{cause=%q,redis_instance=%q} kept for a primary gone from the slot map", k[0], k[1])
+		}
+	}
+	if _, ok := errorSeries(t, tk)[[2]string{"timeout", "p:1"}]; !ok {
+		t.Error("no series of the new primary p:1")
+	}
+}

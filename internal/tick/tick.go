@@ -39,8 +39,6 @@ type Ticker struct {
 	// errNodes: cluster mode, the primaries the errors and pipeline duration metrics have
 	// series of (trackNodes); the tick goroutine's.
 	errNodes map[string]struct{}
-	// nodesAdded: a primary joined errNodes since trackNodes last deleted the gone ones'.
-	nodesAdded bool
 	// parseLogs pace the logs of values read that do not parse, by kind (unreadable).
 	parseLogs [numValueKinds]*throttle.Every
 	// lostLog paces the warning of writes Redis lost after acknowledging them
