@@ -713,23 +713,7 @@ func TestRecordSharesCountRuleTopics(t *testing.T) {
 // once the certificate in use has less than 7 days left (the expiry a constant gauge,
 // time() moving), and not for one renewed (the gauge moved on).
 func TestTLSAlerts(t *testing.T) {
-	for _, tc := range []struct {
-		what, samples string
-		started       int // the gate's minute of start (gateScraped)
-		at            []int
-		want          []bool
-	}{
-		{"none refused", "0x30", 0, []int{3, 10, 25}, []bool{false, false, false}},
-		{"one refused at minute 5", "0x4 1x30", 0, []int{3, 10, 25}, []bool{false, true, false}},
-		{"refused at 1 for an hour and a half, and ever since at 1", "1x120", 0, []int{80, 95, 110}, []bool{false, false, false}},
-		// A pod that refused a change before its first scrape: its series is born at 1.
-		{"born at 1 at minute 5", "_x5 1x30", 5, []int{3, 10, 25}, []bool{false, true, false}},
-	} {
-		load := fmt.Sprintf("  gate_tls_reload_errors_total{%s, target=\"kafka\"} %s\n", evalPod, tc.samples) + gateScraped(tc.started, 120)
-		if got := firingAt(t, "GateTLSFilesRefused", load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%s: GateTLSFilesRefused at minutes %v fired %v, want %v", tc.what, tc.at, got, tc.want)
-		}
-	}
+	firesAfterAnIncrease(t, "GateTLSFilesRefused", `gate_tls_reload_errors_total{%s, target="kafka"}`)
 	// The certificate expires 7 days and 10 minutes after the load starts; renewed at
 	// minute 20 to 90 days on.
 	const day = 86400
@@ -1008,5 +992,29 @@ func TestRuleTopicMissingAlert(t *testing.T) {
 	want := []bool{false, true, true, false}
 	if got := firingAt(t, "GateRuleTopicMissing", load, at...); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("GateRuleTopicMissing at minutes %v fired %v, want %v (the topic missing from 10 to 30)", at, got, want)
+	}
+}
+
+// firesAfterAnIncrease checks a counter alert of the chart's usual kind on series (a
+// format of evalPod's labels): not while the counter stays at 0, nor at rest however
+// high, and for the 15 minutes after one increase, a series born at 1 (an increase
+// before the gate's first scrape) too.
+func firesAfterAnIncrease(t *testing.T, alert, series string) {
+	t.Helper()
+	for _, tc := range []struct {
+		what, samples string
+		started       int // the gate's minute of start (gateScraped)
+		at            []int
+		want          []bool
+	}{
+		{"at 0", "0x60", 0, []int{3, 10, 25, 50}, []bool{false, false, false, false}},
+		{"one at minute 5", "0x4 1x60", 0, []int{3, 10, 25}, []bool{false, true, false}},
+		{"at 1 for an hour and a half, and ever since", "1x120", 0, []int{80, 95, 110}, []bool{false, false, false}},
+		{"born at 1 at minute 5", "_x5 1x30", 5, []int{3, 10, 25}, []bool{false, true, false}},
+	} {
+		load := "  " + fmt.Sprintf(series, evalPod) + " " + tc.samples + "\n" + gateScraped(tc.started, 120)
+		if got := firingAt(t, alert, load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %s at minutes %v fired %v, want %v", tc.what, alert, tc.at, got, tc.want)
+		}
 	}
 }

@@ -81,23 +81,7 @@ func TestOverridesStaleAlertScalesWithRefresh(t *testing.T) {
 // regression, per gate and rule, for the 15 minutes after it; a counter at rest, however
 // high, does not, nor a gate that never regressed.
 func TestOverridesVersionRegressedAlert(t *testing.T) {
-	for _, tc := range []struct {
-		what, samples string
-		started       int // the gate's minute of start (gateScraped)
-		at            []int
-		want          []bool
-	}{
-		{"no regression", "0x60", 0, []int{3, 10, 25, 50}, []bool{false, false, false, false}},
-		{"one regression at minute 5", "0x4 1x60", 0, []int{3, 10, 25}, []bool{false, true, false}},
-		{"one, an hour and a half ago, at rest since", "1x120", 0, []int{80, 95, 110}, []bool{false, false, false}},
-		// A gate that regressed before its first scrape: its series is born at 1.
-		{"born at 1 at minute 5", "_x5 1x30", 5, []int{3, 10, 25}, []bool{false, true, false}},
-	} {
-		load := fmt.Sprintf("  gate_overrides_version_regressions_total{%s, rule=\"team-user\"} %s\n", evalPod, tc.samples) + gateScraped(tc.started, 120)
-		if got := firingAt(t, "GateOverridesVersionRegressed", load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%s: GateOverridesVersionRegressed at minutes %v fired %v, want %v", tc.what, tc.at, got, tc.want)
-		}
-	}
+	firesAfterAnIncrease(t, "GateOverridesVersionRegressed", `gate_overrides_version_regressions_total{%s, rule="team-user"}`)
 	// Two rules' hashes of one gate: one alert each, the rule named.
 	two := fmt.Sprintf("  gate_overrides_version_regressions_total{%s, rule=\"a\"} 0x4 1x30\n  gate_overrides_version_regressions_total{%s, rule=\"b\"} 0x4 2x30\n", evalPod, evalPod) + gateScraped(0, 60)
 	if n := alertSeries(t, "prometheusRule: {enabled: true}", "GateOverridesVersionRegressed", two, 10); n != 2 {
