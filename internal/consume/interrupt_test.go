@@ -5,6 +5,7 @@ package consume
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,16 +136,26 @@ func TestExactlyOnceSecondRevokeWhileEnding(t *testing.T) {
 	})
 }
 
-// holdProduces holds every produce request env's broker gets until free is called (at
-// the test's end at the latest), and counts them in held.
-func holdProduces(t *testing.T, env *gateEnv) (held *atomic.Int64, free func()) {
+// holdProduces holds every produce request env's broker gets (of topics, when given:
+// one carrying records of any of them) until free is called (at the test's end at the
+// latest), and counts them in held.
+func holdProduces(t *testing.T, env *gateEnv, topics ...string) (held *atomic.Int64, free func()) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	free = func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(free)
 	held = new(atomic.Int64)
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+	ids := map[[16]byte]bool{} // produce v13 names topics by id
+	for _, topic := range topics {
+		ids[env.cluster.TopicInfo(topic).TopicID] = true
+	}
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
+		if len(topics) > 0 && !slices.ContainsFunc(kreq.(*kmsg.ProduceRequest).Topics, func(rt kmsg.ProduceRequestTopic) bool {
+			return slices.Contains(topics, rt.Topic) || ids[rt.TopicID]
+		}) {
+			return nil, nil, false
+		}
 		held.Add(1)
 		env.cluster.SleepControl(func() { <-release })
 		return nil, nil, false

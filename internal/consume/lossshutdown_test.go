@@ -90,22 +90,8 @@ func TestShutdownAwaitsStoppedPartitionsInFlight(t *testing.T) {
 	g := env.start(t, "a")
 	waitCommitted(t, env.cluster, 1, 20*time.Second)
 
-	// The next produce to the accepted topic is held at the broker until released.
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	var held atomic.Int64
-	accID := env.cluster.TopicInfo(accTopic).TopicID // produce v13 names topics by id
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
-			if (rt.Topic == accTopic || rt.TopicID == accID) && held.Add(1) == 1 {
-				env.cluster.SleepControl(func() { <-release })
-			}
-		}
-		return nil, nil, false
-	})
+	// Produces to the accepted topic are held at the broker from here until released.
+	held, free := holdProduces(t, env, accTopic)
 	produceTo(t, prod, 0, 100, inflight) // ids 100..109 at offsets 20..29, their produce held
 	waitFor(t, 20*time.Second, "the produce of offsets 20..29 held", func() bool { return held.Load() > 0 })
 
@@ -144,23 +130,7 @@ func TestShutdownAwaitsStoppedPartitionsOutcomeRows(t *testing.T) {
 	waitCommitted(t, env.cluster, 1, 20*time.Second)
 
 	// Produces to the outcomes topic are held at the broker from here until released.
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	var held atomic.Int64
-	outID := env.cluster.TopicInfo(outTopic).TopicID // produce v13 names topics by id
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		for _, rt := range kreq.(*kmsg.ProduceRequest).Topics {
-			if rt.Topic == outTopic || rt.TopicID == outID {
-				held.Add(1)
-				env.cluster.SleepControl(func() { <-release })
-				break
-			}
-		}
-		return nil, nil, false
-	})
+	held, free := holdProduces(t, env, outTopic)
 	produceTo(t, prod, 0, 100, counted) // offsets 20..29: written, their rows held
 	waitFor(t, 20*time.Second, "the rows of offsets 20..29 held", func() bool { return held.Load() > 0 })
 
