@@ -69,13 +69,24 @@ func OddAtEdge(key string) (rune, string) {
 	first, _ := utf8.DecodeRuneInString(key)
 	last, _ := utf8.DecodeLastRuneInString(key)
 	for _, r := range []rune{first, last} {
-		switch {
-		case key == "":
-		case r > unicode.MaxASCII && unicode.IsSpace(r):
-			return r, "a non-ASCII space"
-		case unicode.Is(unicode.Cf, r):
-			return r, "an invisible character"
+		if key != "" && Odd(r) {
+			return r, OddKind(r)
 		}
 	}
 	return 0, ""
+}
+
+// Odd reports whether r is one of OddAtEdge's characters: a non-ASCII space or an
+// invisible (format, Cf) character. The rules file refuses them at a match value's edge
+// and at each composite part's (internal/rules).
+func Odd(r rune) bool {
+	return r > unicode.MaxASCII && unicode.IsSpace(r) || unicode.Is(unicode.Cf, r)
+}
+
+// OddKind says what an Odd character is: "a non-ASCII space" or "an invisible character".
+func OddKind(r rune) string {
+	if unicode.IsSpace(r) {
+		return "a non-ASCII space"
+	}
+	return "an invisible character"
 }

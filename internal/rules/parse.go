@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/capturegate/gate/internal/durtext"
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -590,11 +591,9 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 
 // oddAtEdge is the character that v, or each part of v for a composite key's value (its
 // parts joined by ':'), starts or ends with and that an editor shows as nothing or as an
-// ASCII space: a space other than ASCII's (a non-breaking one, U+3000) or a format
-// character (category Cf: a zero-width space, a word joiner), as route's names refuse
-// them; 0 for none. part is whether it is at a part's edge inside v.
+// ASCII space (keypart.Odd, as GATE_OVERRIDES and gate overrides refuse them); 0 for
+// none. part is whether it is at a part's edge inside v.
 func oddAtEdge(v string, composite bool) (r rune, part bool) {
-	odd := func(r rune) bool { return r > unicode.MaxASCII && unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }
 	parts := []string{v}
 	if composite {
 		parts = strings.Split(v, ":")
@@ -603,7 +602,7 @@ func oddAtEdge(v string, composite bool) (r rune, part bool) {
 		first, _ := utf8.DecodeRuneInString(s)
 		last, _ := utf8.DecodeLastRuneInString(s)
 		for j, r := range []rune{first, last} {
-			if s != "" && odd(r) {
+			if s != "" && keypart.Odd(r) {
 				// At v's own start or end it is v's edge, else a part's.
 				edge := i == 0 && j == 0 || i == len(parts)-1 && j == 1
 				return r, !edge
@@ -630,10 +629,7 @@ func (p *parser) valueEdges(v *yaml.Node, path string, composite bool) bool {
 	if escaped(p.src[min(at, len(p.src)):], v, r) {
 		return true
 	}
-	what := "a non-ASCII space"
-	if unicode.Is(unicode.Cf, r) {
-		what = "an invisible character"
-	}
+	what := keypart.OddKind(r)
 	where := " starts or ends with"
 	if part {
 		where = ": a part starts or ends with"
