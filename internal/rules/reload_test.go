@@ -209,12 +209,7 @@ func TestReloaderCheckCutShort(t *testing.T) {
 		}
 		return nil
 	}
-	var logs bytes.Buffer
-	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, logs := checkedReloader(t, path, check)
 	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -243,12 +238,7 @@ func TestReloaderCheckRefusalOncePerEdit(t *testing.T) {
 		asked++
 		return fmt.Errorf(`topic "merges": no permission to write it (read %d)`, asked)
 	}
-	var logs bytes.Buffer
-	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, logs := checkedReloader(t, path, check)
 	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -277,12 +267,7 @@ func TestReloaderCheckUnanswered(t *testing.T) {
 	}
 	answer := fmt.Errorf("%w: checking the rule topics merges: metadata: context deadline exceeded", ErrUnchecked)
 	check := func(context.Context, *Set) error { return answer }
-	var logs bytes.Buffer
-	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, logs := checkedReloader(t, path, check)
 	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -321,12 +306,7 @@ func TestReloaderFixedFileUncheckedNotInvalid(t *testing.T) {
 	}
 	var answer error
 	check := func(context.Context, *Set) error { return answer }
-	var logs bytes.Buffer
-	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, logs := checkedReloader(t, path, check)
 	metric := func(result string) float64 { return testutil.ToFloat64(r.loads.WithLabelValues(result)) }
 	write := func(s string) {
 		t.Helper()
@@ -505,12 +485,7 @@ func TestReloaderRefusedEditStaysRefusedWhileUnanswered(t *testing.T) {
 	unanswered := fmt.Errorf("%w: checking the rule topics merges: metadata: context deadline exceeded", ErrUnchecked)
 	answer := missing
 	check := func(context.Context, *Set) error { return answer }
-	var logs bytes.Buffer
-	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, logs := checkedReloader(t, path, check)
 	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -601,12 +576,7 @@ func TestReloaderCheckRefusalOncePerKind(t *testing.T) {
 		asked++
 		return s.TopicProblems("merges", kind, fmt.Sprintf("topic merges: %s (read %d)", kind, asked))
 	}
-	var logs bytes.Buffer
-	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, logs := checkedReloader(t, path, check)
 	if err := os.WriteFile(path, []byte(withMerges), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -625,4 +595,17 @@ func TestReloaderCheckRefusalOncePerKind(t *testing.T) {
 	if got := testutil.ToFloat64(r.loads.WithLabelValues("error")); got != 1 {
 		t.Errorf("one edit refused: counted %v, want 1", got)
 	}
+}
+
+// checkedReloader is a reloader of path, reading it every second of a clock at rest,
+// that checks a changed set with check and logs to the buffer it returns.
+func checkedReloader(t *testing.T, path string, check func(context.Context, *Set) error) (*Reloader, *bytes.Buffer) {
+	t.Helper()
+	logs := new(bytes.Buffer)
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, logs
 }
