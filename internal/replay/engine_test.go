@@ -729,17 +729,7 @@ func TestEmptyRangeListsTheGateLimitsRow(t *testing.T) {
 // ("-"), and a shadow rule's rows read as an enforced rule's. On any number of workers.
 func TestShadowRuleKeyHasItsLevel(t *testing.T) {
 	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m"})
-	set := testRules(t, cfg, `
-rules:
-- name: team
-  key: json:team_id
-  limits: [1m:1000]
-  action: overflow
-- name: burst
-  key: json:team_id
-  limits: [1m:50]
-  shadow: true
-`)
+	set := testRules(t, cfg, teamAndShadowBurst)
 	for _, workers := range []int{1, 2} {
 		rep := replaySet(t, "c", cfg, set, steady(nil, "steady", 0, 5*time.Minute, 90), workers, 5)
 		keys := rep.Candidates[0].Keys
@@ -903,3 +893,17 @@ func TestForcedKeyHasItsLevel(t *testing.T) {
 		}
 	}
 }
+
+// teamAndShadowBurst is a team rule of 1,000 a minute and, keyed alike, a shadow rule
+// of 50: a key over the second is judged by the first alone.
+const teamAndShadowBurst = `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:1000]
+  action: overflow
+- name: burst
+  key: json:team_id
+  limits: [1m:50]
+  shadow: true
+`

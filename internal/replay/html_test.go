@@ -312,17 +312,7 @@ func countNear(img image.Image, c color.RGBA) int {
 // shadow threshold every minute charted as idle, and then no level at all.
 func TestHTMLChartDrawsAShadowRulesLevel(t *testing.T) {
 	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m"})
-	c, err := NewCandidate("candidate", cfg, testRules(t, cfg, `
-rules:
-- name: team
-  key: json:team_id
-  limits: [1m:1000]
-  action: overflow
-- name: burst
-  key: json:team_id
-  limits: [1m:50]
-  shadow: true
-`))
+	c, err := NewCandidate("candidate", cfg, testRules(t, cfg, teamAndShadowBurst))
 	if err != nil {
 		t.Fatal(err)
 	}
