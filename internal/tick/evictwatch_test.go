@@ -76,15 +76,8 @@ func nearMaxmemory(t *testing.T) (*redistest.Server, *redis.Client) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	mem, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := strconv.Atoi(infoValue(mem, "used_memory"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ConfigSet(ctx, "maxmemory", strconv.Itoa(used+1<<20)).Err(); err != nil {
+	used := usedMemory(t, c)
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+1<<20, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {

@@ -309,15 +309,8 @@ func evictOn(t *testing.T, cl *redistest.Cluster, s *redistest.Server) {
 		}
 	}
 	c := s.Client(t)
-	mem, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := strconv.Atoi(infoValue(mem, "used_memory"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range [][]any{{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"CONFIG", "SET", "maxmemory", strconv.Itoa(used + 3<<20)}} {
+	used := usedMemory(t, c)
+	for _, kv := range [][]any{{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"CONFIG", "SET", "maxmemory", strconv.FormatInt(used+3<<20, 10)}} {
 		if err := c.Do(ctx, kv...).Err(); err != nil {
 			t.Fatalf("%v: %v", kv, err)
 		}
