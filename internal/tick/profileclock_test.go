@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/spike"
@@ -31,12 +32,7 @@ func TestProfilesNotWrittenWithTheClockOff(t *testing.T) {
 	stored := storeProfileFoldedTwoDaysAgo(t, srv, g, team, now)
 	g.tk.clockCheck.wall = &lateAnswerClock{off: 48 * time.Hour}
 	g.tk.checkClock(context.Background())
-	tick := 15 * time.Second
-	for end := now.Add(30 * time.Minute); now.Before(end); now = now.Add(tick) {
-		checkSpread(g, now, tick, team, 300*15/60, func(time.Time, limit.Decision) {})
-		clk.Set(now.Add(tick))
-		tickAll(t, g)
-	}
+	steadyHalfHour(t, g, clk, team, now)
 	if got, ok := storedProfile(t, srv, team); !ok || got.Epoch != stored.Epoch {
 		t.Errorf("stored profile %v, %+v; want it as the fleet left it (epoch %d), not folded by a clock two days ahead", ok, got, stored.Epoch)
 	}
@@ -59,3 +55,18 @@ func storeProfileFoldedTwoDaysAgo(t *testing.T, srv *redistest.Server, g *gate, 
 	}
 	return stored
 }
+
+// steadyHalfHour has g's team send 300 records a minute, spread, from now for 30
+// minutes, g ticking every 15 s (steadyTick) of clk; it returns the time it ended at.
+func steadyHalfHour(t *testing.T, g *gate, clk *clock.Fake, team string, now time.Time) time.Time {
+	t.Helper()
+	for end := now.Add(30 * time.Minute); now.Before(end); now = now.Add(steadyTick) {
+		checkSpread(g, now, steadyTick, team, 300*15/60, func(time.Time, limit.Decision) {})
+		clk.Set(now.Add(steadyTick))
+		tickAll(t, g)
+	}
+	return now
+}
+
+// steadyTick is steadyHalfHour's tick interval.
+const steadyTick = 15 * time.Second

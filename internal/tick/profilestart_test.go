@@ -77,12 +77,8 @@ func TestProfilesNotWrittenWhileTheFirstClockCheckUnanswered(t *testing.T) {
 	if g.tk.clockCheck.last != (time.Time{}) {
 		t.Fatal("the unanswered check was taken as made")
 	}
-	tick := 15 * time.Second
-	for end := now.Add(30 * time.Minute); now.Before(end); now = now.Add(tick) {
-		checkSpread(g, now, tick, team, 300*15/60, func(time.Time, limit.Decision) {})
-		clk.Set(now.Add(tick))
-		tickAll(t, g)
-	}
+	now = steadyHalfHour(t, g, clk, team, now)
+	tick := steadyTick
 	if got, ok := storedProfile(t, srv, team); !ok || got.Epoch != stored.Epoch {
 		t.Errorf("stored profile %v, epoch %d; want it as the fleet left it (epoch %d): written before any clock check had TIME's answer, by a clock two days ahead",
 			ok, got.Epoch, stored.Epoch)
