@@ -85,14 +85,7 @@ func TestRulesReloadNewRuleStartsWithItsLiveOverrides(t *testing.T) {
 	})
 	g := startReloading(t, cfg, "reload-new-rule")
 	first := g.gen.Load()
-	waitFor(t, "the first read of the team rule's overrides", func() bool {
-		select {
-		case <-first.overrides[0].FirstRead():
-			return true
-		default:
-			return false
-		}
-	})
+	waitFirstOverridesRead(t, first)
 	if err := rc.Do(context.Background(), "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,4 +99,18 @@ func TestRulesReloadNewRuleStartsWithItsLiveOverrides(t *testing.T) {
 	if got := rs[1].Lims[0].Threshold("signup"); rs[1].Name != "ev" || got != 7 {
 		t.Errorf("rule %s in use with signup's threshold %d, want rule ev's live override 7", rs[1].Name, got)
 	}
+}
+
+// waitFirstOverridesRead waits for gen's first rule's overrides refresher to have read
+// the live hash once.
+func waitFirstOverridesRead(t *testing.T, gen *generation) {
+	t.Helper()
+	waitFor(t, "the first read of the team rule's overrides", func() bool {
+		select {
+		case <-gen.overrides[0].FirstRead():
+			return true
+		default:
+			return false
+		}
+	})
 }

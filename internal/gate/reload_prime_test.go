@@ -191,14 +191,7 @@ func primeDuringReload(t *testing.T, before bool) {
 	waitTicks(t, peer.g.gen.Load(), 2) // the 300 written to Redis
 	w := &whale{t: t, g: startReloading(t, load(t, env(path)), "primed")}
 	first := w.g.gen.Load()
-	waitFor(t, "the first read of the team rule's overrides", func() bool {
-		select {
-		case <-first.overrides[0].FirstRead():
-			return true
-		default:
-			return false
-		}
-	})
+	waitFirstOverridesRead(t, first)
 
 	// Redis paused: the prime's read waits, and the reload, once it has built its rules,
 	// waits for the new rule's hash.
