@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
@@ -23,25 +24,9 @@ import (
 // said only by a refresh error.
 func TestLostHashBackButUnusableClearsMissing(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
 	ctx := context.Background()
 	var logs lockedBuffer
-	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client(t)
-	r, err := New(Config{Key: key, MaxEntries: 2}, lim, c, prometheus.NewRegistry(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := setOverride(ctx, c, key, "x", 5, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lim, c, r := readXOnce(t, Config{Key: key, MaxEntries: 2}, &logs)
 	want := map[string]int64{"x": 5}
 	for _, tt := range []struct {
 		name   string
@@ -89,24 +74,9 @@ func TestLostHashBackButUnusableClearsMissing(t *testing.T) {
 // limiter refuses, after the first read.
 func TestLostHashBackButRefusedByTheLimiterClearsMissing(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
 	ctx := context.Background()
 	var logs lockedBuffer
-	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client(t)
-	r, err := New(Config{Key: key}, lim, c, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := setOverride(ctx, c, key, "x", 5, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lim, c, r := readXOnce(t, Config{Key: key}, &logs)
 	if err := c.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,4 +106,27 @@ func TestLostHashBackButRefusedByTheLimiterClearsMissing(t *testing.T) {
 	if got := logs.lines(t, "live overrides hash is back, but cannot be used"); len(got) != 1 {
 		t.Errorf("%d lines that the hash is back but cannot be used, want 1: %v", len(got), got)
 	}
+}
+
+// readXOnce starts a redis-server whose hash at cfg.Key holds x = 5, and a refresher of
+// cfg, logging to logs, into a limiter of 1,000 that has read it once.
+func readXOnce(t *testing.T, cfg Config, logs *lockedBuffer) (*limit.Limiter, *redis.Client, *Refresher) {
+	t.Helper()
+	ctx := context.Background()
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redistest.Start(t).Client(t)
+	r, err := New(cfg, lim, c, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setOverride(ctx, c, cfg.Key, "x", 5, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return lim, c, r
 }
